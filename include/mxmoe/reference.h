@@ -1,0 +1,73 @@
+// mxmoe/reference.h: the CPU reference, the semantics every GPU kernel is held to.
+//
+// Numerical choices (docs/NUMERICS.md has the full list):
+//  - every matrix product accumulates in fp64 from exact fp32 operands (dequantized MX values and
+//    BF16 values are exact in fp32), then rounds once to fp32;
+//  - activation mode kBf16 (W4A16): expert input rounded to BF16; SiTU output rounded to BF16;
+//  - activation mode kMxfp8 (W4A8): expert input and SiTU output each quantized to MXFP8 (per 32
+//    along K, the MX scale rule, RNE);
+//  - SiTU-GLU in fp32 (formats.h: situ_glu) on the fp32 GEMM1 outputs;
+//  - the routing-weighted sum runs over the k slots in order, in fp32, starting from +0.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mxmoe/moe_layer.h"
+
+namespace mxmoe {
+
+enum class ActMode { kBf16, kMxfp8 };
+const char* act_mode_name(ActMode m);
+bool act_mode_from_name(const std::string& s, ActMode* out);
+
+// ---- routing ----
+// Kimi routing on router logits [T, E]: s = sigmoid(logit); pick the top k of s + bias (ties to the
+// lower expert id), in descending order; weight = s / sum(chosen s) (if renormalize) *
+// scaling_factor. Writes ids [T, k] and weights [T, k].
+struct RoutingConfig {
+  int num_experts = 0;
+  int top_k = 0;
+  bool renormalize = true;
+  float scaling_factor = 1.0f;
+};
+void route_kimi(const float* logits, const float* bias /*[E] or null*/, int T,
+                const RoutingConfig& rc, int32_t* ids, float* weights);
+// logits = x . Wg^T for BF16 x [T, hidden] (fp64 accumulation, rounded to fp32).
+void router_logits(const MoeLayer& layer, const uint16_t* x_bf16, int T, float* logits);
+
+// ---- routed experts ----
+// Expert parallelism: this rank owns global experts [start, start + count). Pairs whose id is
+// outside, or -1, contribute nothing. count = -1 means "all experts from start".
+struct ExpertRange {
+  int start = 0;
+  int count = -1;
+};
+// SiTU parameters. per_expert_* (indexed by global expert id, num_experts long) override the
+// scalars when non-null.
+struct SituParams {
+  float beta = 4.0f;
+  float linear_beta = 25.0f;
+  const float* per_expert_beta = nullptr;
+  const float* per_expert_linear_beta = nullptr;
+};
+SituParams situ_from_config(const ModelConfig& cfg);
+
+// out[T, H] = sum_j weights[t, j] * expert_{ids[t, j]}(x[t]) over owned experts, where
+// expert_e(v) = W2_e . Q2(situ_glu(W1_e . Q1(v), W3_e . Q1(v))) and Q1/Q2 follow `mode`.
+// x is fp32 [T, H] (BF16 inputs are converted exactly by the caller). Throws mxmoe::Error for
+// ids >= num_experts, or bad shapes.
+void reference_experts(const MoeLayer& layer, const float* x, int T, const int32_t* ids,
+                       const float* weights, int top_k, ActMode mode, const SituParams& situ,
+                       const ExpertRange& range, float* out);
+
+// ---- the whole Kimi-K3 MoE block on the full hidden state x (BF16 [T, hidden]) ----
+// logits = x.Wg^T -> routing; latent = BF16(x.down^T); routed = reference_experts(latent);
+// normed = BF16(RMSNorm(routed) * norm_weight); y = normed.up^T; shared = shared SiTU-GLU MLP
+// on x (intermediate rounded to BF16); out = y + shared (fp32 [T, hidden]).
+// Runs every routed expert: an EP rank's partial sum cannot go through the RMSNorm, so the EP
+// range belongs to the experts scope only.
+void reference_block(const MoeLayer& layer, const uint16_t* x_bf16, int T, ActMode mode,
+                     const SituParams& situ, float* out);
+
+}  // namespace mxmoe
