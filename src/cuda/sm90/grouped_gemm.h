@@ -1,0 +1,72 @@
+// src/cuda/sm90/grouped_gemm.h: the host interface of the SM90 grouped MoE GEMMs (internal).
+//
+// The runtime (src/cuda/runtime/) sorts the token-expert pairs by local expert and hands these
+// kernels a grouped problem: expert e owns sorted pair rows [expert_offsets[e], expert_offsets[e+1]).
+// Nothing here reads device data on the host: grids are sized from max_rows, and a persistent
+// tile scheduler walks (expert, tile) work from expert_offsets on the device, so every launch can
+// be captured in a CUDA graph and replayed with other routings.
+//
+// Weights: each expert's matrix [rows, k] (row-major MXFP4, rows % 64 == 0, k % 64 == 0) is
+// "prepacked" once on the host into the kernels' register-fragment order (prepack_mxfp4); the
+// experts' prepacked matrices sit back to back. GEMM1 uses the fused w13 (weight_layout.h), so a
+// thread's accumulator holds matching gate and up rows.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mxmoe::sm90 {
+
+// Byte sizes of one prepacked matrix (the same totals as the row-major form).
+size_t prepacked_packed_bytes(int rows, int k);
+size_t prepacked_scale_bytes(int rows, int k);
+// Exact byte permutation from row-major (packed [rows, k/2], scales [rows, k/32]) into the
+// kernels' order, and back. Host only.
+void prepack_mxfp4(const uint8_t* packed, const uint8_t* scales, int rows, int k,
+                   uint8_t* out_packed, uint8_t* out_scales);
+void unprepack_mxfp4(const uint8_t* prepacked, const uint8_t* prescales, int rows, int k,
+                     uint8_t* packed, uint8_t* scales);
+
+struct GroupedProblem {
+  int num_experts = 0;                      // local experts
+  const int32_t* expert_offsets = nullptr;  // device [num_experts + 1], non-decreasing, [0] = 0
+  int max_rows = 0;                         // upper bound on expert_offsets[num_experts]
+};
+
+// h[p, :] = Q(situ_glu(W1_e . x_p, W3_e . x_p)) for every sorted pair row p of expert e, where
+// x_p = x + x_row[p] * x_stride (BF16, already MX-quantized for W4A8: MXFP8 values are exact in
+// BF16) and Q rounds to BF16, or with mxfp8_out quantizes each 32-block of the row to MXFP8 (MX
+// scale rule, RNE) and stores the exact values as BF16.
+struct Gemm1Params {
+  const uint8_t* w_packed = nullptr;  // num_experts prepacked w13 [2I, K]
+  const uint8_t* w_scales = nullptr;
+  int I = 0, K = 0;
+  const __nv_bfloat16* x = nullptr;
+  int64_t x_stride = 0;               // elements
+  const int32_t* x_row = nullptr;     // device [max_rows]
+  const float* beta = nullptr;        // device [num_experts]
+  const float* linear_beta = nullptr; // device [num_experts]
+  bool mxfp8_out = false;
+  __nv_bfloat16* h = nullptr;         // device [max_rows, I]
+  GroupedProblem g;
+};
+
+// y[p, :] = row_weight[p] * (W2_e . h_p), fp32.
+struct Gemm2Params {
+  const uint8_t* w_packed = nullptr;  // num_experts prepacked w2 [H, I]
+  const uint8_t* w_scales = nullptr;
+  int H = 0, I = 0;
+  const __nv_bfloat16* h = nullptr;   // device [max_rows, I]
+  const float* row_weight = nullptr;  // device [max_rows]
+  float* y = nullptr;                 // device [max_rows, H]
+  GroupedProblem g;
+};
+
+// num_sms: the device's multiprocessor count (read once by the runtime, not per call).
+cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream);
+cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream);
+
+}  // namespace mxmoe::sm90
