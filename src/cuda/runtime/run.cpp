@@ -1,0 +1,212 @@
+// src/cuda/runtime/run.cpp: workspace_bytes and run_moe (mxmoe/moe.h): the dispatcher.
+//
+// One call enqueues, on the caller's stream:
+//   quantize (x -> BF16 / MXFP8-as-BF16) -> [route_kimi] -> group (EP filter, stable sort by
+//   expert) -> fill_params (local beta arrays) -> sm90 GEMM1 (+ SiTU, + requant) -> sm90 GEMM2
+//   (x routing weight) -> combine (slot-ordered fp32 sum per token).
+// Every size comes from num_tokens * top_k (host values), never from device data, so the
+// sequence is graph-capturable; the grouped GEMMs read the real per-expert counts on the device.
+// All checks run before the first launch: a failed Status means nothing was enqueued.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "mxmoe/moe.h"
+#include "runtime/arch.h"
+#include "runtime/prepared.h"
+#include "sm90/grouped_gemm.h"
+#include "smxx/glue.h"
+
+namespace mxmoe {
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// The workspace's pieces, carved in this order from one buffer.
+struct Carve {
+  __nv_bfloat16* xq;   // [max_tokens, H]
+  int32_t* ids;        // [P]   (GPU routing)
+  float* weights;      // [P]
+  int32_t* scratch;    // group scratch
+  int32_t* offsets;    // [E + 1]
+  int32_t* x_row;      // [P]
+  float* row_weight;   // [P]
+  int32_t* pair_pos;   // [P]
+  float* beta;         // [E]
+  float* linear_beta;  // [E]
+  __nv_bfloat16* h;    // [P, I]
+  float* y;            // [P, H]
+  size_t total;
+};
+
+Carve carve(const PreparedWeights* w, int max_tokens, int top_k, char* base) {
+  const size_t T = static_cast<size_t>(max_tokens), P = T * static_cast<size_t>(top_k);
+  const size_t E = static_cast<size_t>(w->expert_count);
+  const size_t H = static_cast<size_t>(w->hidden), I = static_cast<size_t>(w->intermediate);
+  Carve c{};
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    char* p = base ? base + off : nullptr;
+    off += align_up(bytes);
+    return p;
+  };
+  c.xq = reinterpret_cast<__nv_bfloat16*>(take(T * H * 2));
+  c.ids = reinterpret_cast<int32_t*>(take(P * 4));
+  c.weights = reinterpret_cast<float*>(take(P * 4));
+  c.scratch = reinterpret_cast<int32_t*>(
+      take(smxx::group_scratch_ints(static_cast<int>(P), static_cast<int>(E)) * 4));
+  c.offsets = reinterpret_cast<int32_t*>(take((E + 1) * 4));
+  c.x_row = reinterpret_cast<int32_t*>(take(P * 4));
+  c.row_weight = reinterpret_cast<float*>(take(P * 4));
+  c.pair_pos = reinterpret_cast<int32_t*>(take(P * 4));
+  c.beta = reinterpret_cast<float*>(take(E * 4));
+  c.linear_beta = reinterpret_cast<float*>(take(E * 4));
+  c.h = reinterpret_cast<__nv_bfloat16*>(take(P * I * 2));
+  c.y = reinterpret_cast<float*>(take(P * H * 4));
+  c.total = off;
+  return c;
+}
+
+Status launch_failed(const char* kernel, cudaError_t e) {
+  return Status::Fail(std::string("run_moe: launch of ") + kernel + " failed: " +
+                      cudaGetErrorString(e));
+}
+
+bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+}  // namespace
+
+size_t workspace_bytes(const PreparedWeights* w, int max_tokens, int top_k) {
+  if (!w || max_tokens < 0 || top_k < 0) return 0;
+  return carve(w, max_tokens, top_k, nullptr).total;
+}
+
+Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t stream) {
+  if (!w) return Status::Fail("run_moe: weights are null");
+  // The gate first: nothing below may launch on another architecture.
+  int major = 0, minor = 0;
+  if (Status s = runtime::device_capability(w->device, &major, &minor); !s.ok()) return s;
+  if (Status s = runtime::check_architecture(major, minor); !s.ok()) return s;
+
+  const int T = p.num_tokens, k = p.top_k, H = w->hidden, I = w->intermediate;
+  const int E = w->expert_count;
+  if (T < 0) return Status::Fail("run_moe: num_tokens < 0");
+  if (k < 1 || k > 64) return Status::Fail("run_moe: top_k must be in 1..64, got " + std::to_string(k));
+  if (T > p.max_tokens)
+    return Status::Fail("run_moe: num_tokens " + std::to_string(T) + " > max_tokens " +
+                        std::to_string(p.max_tokens));
+  if (static_cast<int64_t>(p.max_tokens) * k > (int64_t{1} << 30))
+    return Status::Fail("run_moe: max_tokens * top_k too large");
+  const size_t need = workspace_bytes(w, p.max_tokens, k);
+  if (!p.workspace || p.workspace_size < need)
+    return Status::Fail("run_moe: workspace of " + std::to_string(p.workspace_size) +
+                        " bytes, need " + std::to_string(need) + " for max_tokens " +
+                        std::to_string(p.max_tokens) + ", top_k " + std::to_string(k));
+  if (!aligned(p.workspace, kAlign)) return Status::Fail("run_moe: workspace not 256-byte aligned");
+  if (T == 0) return Status::Ok();
+  if (!p.hidden) return Status::Fail("run_moe: hidden is null");
+  if (!p.out) return Status::Fail("run_moe: out is null");
+  const int64_t x_stride = p.hidden_stride ? p.hidden_stride : H;
+  const int64_t out_stride = p.out_stride ? p.out_stride : H;
+  if (x_stride < H) return Status::Fail("run_moe: hidden_stride " + std::to_string(x_stride) + " < latent width " + std::to_string(H));
+  if (out_stride < H) return Status::Fail("run_moe: out_stride " + std::to_string(out_stride) + " < latent width " + std::to_string(H));
+  const bool caller_routing = p.topk_ids != nullptr;
+  if (caller_routing == (p.router_logits != nullptr))
+    return Status::Fail("run_moe: give exactly one of topk_ids (+ topk_weights) or router_logits");
+  if (caller_routing && !p.topk_weights) return Status::Fail("run_moe: topk_weights is null");
+  const int Et = w->num_experts_total;
+  const int64_t l_stride = p.logits_stride ? p.logits_stride : Et;
+  if (!caller_routing) {
+    if (k > Et) return Status::Fail("run_moe: top_k " + std::to_string(k) + " > experts " + std::to_string(Et));
+    if (Et > smxx::kRouteMaxExperts) return Status::Fail("run_moe: GPU routing supports up to " + std::to_string(smxx::kRouteMaxExperts) + " experts");
+    if (l_stride < Et) return Status::Fail("run_moe: logits_stride < experts");
+  }
+
+  int dev = -1;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess)
+    return Status::Fail(std::string("run_moe: cudaGetDevice: ") + cudaGetErrorString(e));
+  if (dev != w->device)
+    return Status::Fail("run_moe: current device " + std::to_string(dev) +
+                        ", weights live on device " + std::to_string(w->device));
+
+  const Carve c = carve(w, p.max_tokens, k, static_cast<char*>(p.workspace));
+  const bool w4a8 = p.backend == Backend::kW4A8;
+
+  cudaError_t e = smxx::launch_quantize_input(p.hidden, p.hidden_dtype == InputDType::kF32,
+                                              x_stride, T, H, w4a8, c.xq, stream);
+  if (e != cudaSuccess) return launch_failed("quantize_input", e);
+
+  const int32_t* ids = p.topk_ids;
+  const float* weights = p.topk_weights;
+  if (!caller_routing) {
+    int32_t* rid = p.routed_ids_out ? p.routed_ids_out : c.ids;
+    float* rw = p.routed_weights_out ? p.routed_weights_out : c.weights;
+    e = smxx::launch_route_kimi(p.router_logits, l_stride, p.correction_bias, T, Et, k,
+                                p.renormalize, p.routed_scaling_factor, rid, rw, stream);
+    if (e != cudaSuccess) return launch_failed("route_kimi", e);
+    ids = rid;
+    weights = rw;
+  }
+
+  smxx::GroupArgs g;
+  g.ids = ids;
+  g.weights = weights;
+  g.T = T;
+  g.k = k;
+  g.expert_start = w->expert_start;
+  g.expert_count = E;
+  g.scratch = c.scratch;
+  g.expert_offsets = c.offsets;
+  g.x_row = c.x_row;
+  g.row_weight = c.row_weight;
+  g.pair_pos = c.pair_pos;
+  const char* failed = nullptr;
+  e = smxx::launch_group(g, stream, &failed);
+  if (e != cudaSuccess) return launch_failed(failed ? failed : "group", e);
+
+  e = smxx::launch_fill_params(p.per_expert_beta, p.beta, w->expert_start, E, c.beta, stream);
+  if (e == cudaSuccess)
+    e = smxx::launch_fill_params(p.per_expert_linear_beta, p.linear_beta, w->expert_start, E,
+                                 c.linear_beta, stream);
+  if (e != cudaSuccess) return launch_failed("fill_params", e);
+
+  sm90::GroupedProblem gp;
+  gp.num_experts = E;
+  gp.expert_offsets = c.offsets;
+  gp.max_rows = T * k;
+
+  sm90::Gemm1Params g1;
+  g1.w_packed = w->w13_packed;
+  g1.w_scales = w->w13_scales;
+  g1.I = I;
+  g1.K = H;
+  g1.x = c.xq;
+  g1.x_stride = H;
+  g1.x_row = c.x_row;
+  g1.beta = c.beta;
+  g1.linear_beta = c.linear_beta;
+  g1.mxfp8_out = w4a8;
+  g1.h = c.h;
+  g1.g = gp;
+  e = sm90::launch_gemm1(g1, w->num_sms, stream);
+  if (e != cudaSuccess) return launch_failed("sm90 gemm1", e);
+
+  sm90::Gemm2Params g2;
+  g2.w_packed = w->w2_packed;
+  g2.w_scales = w->w2_scales;
+  g2.H = H;
+  g2.I = I;
+  g2.h = c.h;
+  g2.row_weight = c.row_weight;
+  g2.y = c.y;
+  g2.g = gp;
+  e = sm90::launch_gemm2(g2, w->num_sms, stream);
+  if (e != cudaSuccess) return launch_failed("sm90 gemm2", e);
+
+  e = smxx::launch_combine(c.y, H, c.pair_pos, T, k, p.out, out_stride, stream);
+  if (e != cudaSuccess) return launch_failed("combine", e);
+  return Status::Ok();
+}
+
+}  // namespace mxmoe

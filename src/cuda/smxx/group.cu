@@ -1,0 +1,149 @@
+// src/cuda/smxx/group.cu: grouping of the T*k token-expert pairs by local expert (EP filter +
+// stable counting sort), deterministic and sized only by T*k (graph-capturable).
+//
+// Algorithm (pair i = t*k + j, local expert le = id - expert_start when owned):
+//  1. group_hist   : one CTA per chunk of kGroupChunk pairs; shared-memory histogram of le;
+//                    scratch[c, le] = count of chunk c (integer atomics: order-independent).
+//  2. group_scan   : one CTA; per expert an exclusive scan down the chunks, then an exclusive
+//                    scan of the per-expert totals -> expert_offsets[0..E]; scratch[c, le]
+//                    becomes the first sorted row of chunk c's pairs of expert le.
+//  3. group_scatter: one warp per chunk walks it 32 pairs at a time, in pair order; lanes with
+//                    the same expert find each other with __match_any_sync and take consecutive
+//                    rows by lane order. So rows are ordered by (expert, token, slot): stable.
+// Outputs: x_row[p] = token, row_weight[p] = routing weight of sorted row p (p < offsets[E]);
+// pair_pos[i] = sorted row of pair i, or -1 (id -1, another rank's id, or any id out of range).
+// Limitations: expert_count <= kMaxLocal (shared-memory counters).
+#include "smxx/glue.h"
+
+namespace mxmoe::smxx {
+namespace {
+
+constexpr int kMaxLocal = 8192;
+constexpr int kScanThreads = 1024;
+
+__device__ __forceinline__ int local_expert(int32_t id, int start, int count) {
+  const int le = id - start;  // id == -1 lands below 0 for start >= 0
+  return (id >= 0 && le >= 0 && le < count) ? le : -1;
+}
+
+__global__ void group_hist_kernel(const int32_t* ids, int pairs, int start, int E,
+                                  int32_t* scratch) {
+  extern __shared__ int32_t cnt[];
+  for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
+  __syncthreads();
+  const int base = blockIdx.x * kGroupChunk;
+  const int end = min(base + kGroupChunk, pairs);
+  for (int i = base + threadIdx.x; i < end; i += blockDim.x) {
+    const int le = local_expert(ids[i], start, E);
+    if (le >= 0) atomicAdd(&cnt[le], 1);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x)
+    scratch[static_cast<size_t>(blockIdx.x) * E + e] = cnt[e];
+}
+
+__global__ void __launch_bounds__(kScanThreads)
+    group_scan_kernel(int chunks, int E, int32_t* scratch, int32_t* offsets) {
+  __shared__ int32_t part[kScanThreads];
+  // Per expert: exclusive scan down the chunks; the total goes to offsets[e + 1] for now.
+  for (int e = threadIdx.x; e < E; e += kScanThreads) {
+    int32_t run = 0;
+    for (int c = 0; c < chunks; ++c) {
+      int32_t* s = scratch + static_cast<size_t>(c) * E + e;
+      const int32_t v = *s;
+      *s = run;
+      run += v;
+    }
+    offsets[e + 1] = run;
+  }
+  __syncthreads();
+  // Exclusive scan of the totals: each thread a contiguous segment, then a scan of segments.
+  constexpr int kMaxSeg = kMaxLocal / kScanThreads;
+  const int seg = (E + kScanThreads - 1) / kScanThreads;  // <= kMaxSeg
+  const int lo = min(E, static_cast<int>(threadIdx.x) * seg), hi = min(E, lo + seg);
+  int32_t tot[kMaxSeg];
+  int32_t mine = 0;
+#pragma unroll
+  for (int s = 0; s < kMaxSeg; ++s) {
+    tot[s] = lo + s < hi ? offsets[lo + s + 1] : 0;
+    mine += tot[s];
+  }
+  part[threadIdx.x] = mine;
+  __syncthreads();  // also: every total is read before any offsets[] is overwritten below
+  for (int off = 1; off < kScanThreads; off <<= 1) {
+    const int32_t v = threadIdx.x >= static_cast<unsigned>(off) ? part[threadIdx.x - off] : 0;
+    __syncthreads();
+    part[threadIdx.x] += v;
+    __syncthreads();
+  }
+  int32_t run = part[threadIdx.x] - mine;  // exclusive prefix of this segment
+#pragma unroll
+  for (int s = 0; s < kMaxSeg; ++s) {
+    if (lo + s < hi) offsets[lo + s] = run;
+    run += tot[s];
+  }
+  if (threadIdx.x == kScanThreads - 1) offsets[E] = part[kScanThreads - 1];
+  if (E == 0 && threadIdx.x == 0) offsets[0] = 0;
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += kScanThreads) {
+    const int32_t base = offsets[e];
+    for (int c = 0; c < chunks; ++c) scratch[static_cast<size_t>(c) * E + e] += base;
+  }
+}
+
+__global__ void group_scatter_kernel(const int32_t* ids, const float* weights, int pairs, int k,
+                                     int start, int E, const int32_t* scratch, int32_t* x_row,
+                                     float* row_weight, int32_t* pair_pos) {
+  extern __shared__ int32_t next[];  // next sorted row per local expert, for this chunk
+  const int lane = threadIdx.x;
+  for (int e = lane; e < E; e += 32) next[e] = scratch[static_cast<size_t>(blockIdx.x) * E + e];
+  __syncwarp();
+  const int base = blockIdx.x * kGroupChunk;
+  const int end = min(base + kGroupChunk, pairs);
+  for (int i0 = base; i0 < end; i0 += 32) {
+    const int i = i0 + lane;
+    const int le = i < end ? local_expert(ids[i], start, E) : -2;
+    const unsigned same = __match_any_sync(~0u, le);
+    int pos = -1;
+    if (le >= 0) pos = next[le] + __popc(same & ((1u << lane) - 1u));
+    __syncwarp();
+    if (le >= 0 && (same & ((1u << lane) - 1u)) == 0) next[le] += __popc(same);
+    __syncwarp();
+    if (i < end) {
+      pair_pos[i] = pos;
+      if (pos >= 0) {
+        x_row[pos] = i / k;
+        row_weight[pos] = weights[i];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** failed_kernel) {
+  const int pairs = a.T * a.k;
+  const int E = a.expert_count;
+  *failed_kernel = "group_hist";
+  if (E <= 0 || E > kMaxLocal) return cudaErrorInvalidValue;
+  const int chunks = group_num_chunks(pairs);
+  const size_t smem = static_cast<size_t>(E) * sizeof(int32_t);
+  if (chunks > 0) {
+    group_hist_kernel<<<chunks, 256, smem, stream>>>(a.ids, pairs, a.expert_start, E, a.scratch);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  *failed_kernel = "group_scan";
+  group_scan_kernel<<<1, kScanThreads, 0, stream>>>(chunks, E, a.scratch, a.expert_offsets);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (chunks > 0) {
+    *failed_kernel = "group_scatter";
+    group_scatter_kernel<<<chunks, 32, smem, stream>>>(a.ids, a.weights, pairs, a.k,
+                                                       a.expert_start, E, a.scratch, a.x_row,
+                                                       a.row_weight, a.pair_pos);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  *failed_kernel = nullptr;
+  return cudaSuccess;
+}
+
+}  // namespace mxmoe::smxx
