@@ -34,6 +34,7 @@ struct GroupedProblem {
   int num_experts = 0;                      // local experts
   const int32_t* expert_offsets = nullptr;  // device [num_experts + 1], non-decreasing, [0] = 0
   int max_rows = 0;                         // upper bound on expert_offsets[num_experts]
+  int tile_n = 0;  // tokens per tile: 0 = tile_heuristic.h's choice; 16/32/64/128 force one (tests)
 };
 
 // h[p, :] = Q(situ_glu(W1_e . x_p, W3_e . x_p)) for every sorted pair row p of expert e, where
@@ -66,6 +67,9 @@ struct Gemm2Params {
 };
 
 // num_sms: the device's multiprocessor count (read once by the runtime, not per call).
+// Both return cudaErrorInvalidValue, launching nothing, for bad shapes (rows or k not multiples of
+// 64, I % 32 for GEMM1), null pointers, x_stride < K or not a multiple of 8, or a bad tile_n;
+// otherwise the launch's cudaGetLastError(). Rows outside [0, max_rows) are never touched.
 cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream);
 cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream);
 

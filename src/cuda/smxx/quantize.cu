@@ -3,8 +3,8 @@
 //
 // Algorithm: one CTA per token row, one warp per 32-element MX block (lane = element), the
 // block's amax by a warp max-reduction. w4a16: BF16 input is copied bit for bit, fp32 input is
-// rounded to nearest even. w4a8: scale byte = mx_scale_byte(amax, 448), code = float_to_e4m3(x *
-// 2^-E), and the stored value is e4m3(code) * 2^E as BF16, which is exact (3 mantissa bits fit
+// rounded to nearest even. w4a8: scale byte = mx_scale_byte(amax, 448), code = float_to_e4m3(x /
+// 2^E), and the stored value is e4m3(code) * 2^E as BF16, which is exact (3 mantissa bits fit
 // BF16's 7, and BF16 has fp32's exponent range). formats.h's codecs are the very functions the
 // CPU reference uses, so the values match mx_quant.h bit for bit.
 // Layouts: x row r at x + r * x_stride elements (any stride >= H: chunked-prefill views);
@@ -44,15 +44,12 @@ __global__ void __launch_bounds__(kWarps * 32)
     float amax = fabsf(v);
     if (amax != amax) amax = INFINITY;  // NaN poisons the block like the scale rule says
     for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, off));
-    const int e = mx_scale_exponent(amax, kE4M3Max);
-    float deq;
-    if (e > kScaleExpMax) {
-      deq = NAN;
-    } else {
-      const uint8_t code = float_to_e4m3(ldexpf(v, -e));
-      deq = ldexpf(e4m3_to_float(code), e);
-    }
-    out[col] = float_to_bf16(deq);
+    // The same operations as mx_quant.cpp (x / scale, code * scale): IEEE division and a
+    // product by a power of two, so device and host agree bit for bit. Byte 255 (NaN/Inf
+    // block) gives a NaN scale and so NaN values.
+    const float scale = ue8m0_to_float(mx_scale_byte(amax, kE4M3Max));
+    const uint8_t code = float_to_e4m3(v / scale);
+    out[col] = float_to_bf16(e4m3_to_float(code) * scale);
   }
 }
 

@@ -1,0 +1,130 @@
+// tests/gpu/gpu_test_util.h: shared helpers of the GPU tests: the loud skip, device buffers,
+// in-memory synthetic experts at Kimi-K3 sizes, accuracy metrics and the sampled CPU reference.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mxmoe/moe_layer.h"
+#include "mxmoe/reference.h"
+
+namespace mxmoe::test {
+
+// True when a CUDA device is present; *why says what is missing otherwise.
+bool gpu_present(std::string* why);
+// True when device 0 is compute capability 9.0.
+bool gpu_is_sm90(std::string* why);
+
+#define MXMOE_REQUIRE_GPU()                                          \
+  do {                                                               \
+    std::string why_;                                                \
+    if (!::mxmoe::test::gpu_present(&why_))                          \
+      GTEST_SKIP() << "no CUDA GPU: " << why_ << " (test NOT run)";  \
+  } while (0)
+#define MXMOE_REQUIRE_SM90()                                                        \
+  do {                                                                              \
+    MXMOE_REQUIRE_GPU();                                                            \
+    std::string why_;                                                               \
+    if (!::mxmoe::test::gpu_is_sm90(&why_))                                         \
+      GTEST_SKIP() << "no SM90 GPU: " << why_ << " (test NOT run)";                 \
+  } while (0)
+
+#define CUDA_OK(expr)                                                           \
+  do {                                                                          \
+    cudaError_t e_ = (expr);                                                    \
+    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_);      \
+  } while (0)
+
+// A device allocation freed on destruction.
+template <typename T>
+class DevBuf {
+ public:
+  DevBuf() = default;
+  explicit DevBuf(size_t n) { alloc(n); }
+  ~DevBuf() { cudaFree(p_); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  void alloc(size_t n) {
+    cudaFree(p_);
+    p_ = nullptr;
+    n_ = n;
+    if (n && cudaMalloc(&p_, n * sizeof(T)) != cudaSuccess) p_ = nullptr;
+  }
+  T* get() const { return p_; }
+  size_t size() const { return n_; }
+  bool ok() const { return p_ != nullptr || n_ == 0; }
+  void upload(const std::vector<T>& h) {
+    if (h.size() > n_) alloc(h.size());
+    cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  std::vector<T> download(size_t n) const {
+    std::vector<T> h(n);
+    cudaMemcpy(h.data(), p_, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return h;
+  }
+  std::vector<T> download() const { return download(n_); }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+// Deterministic fast generator (splitmix64).
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
+  int below(int n) { return static_cast<int>(next() % static_cast<uint64_t>(n)); }
+  float normal();
+};
+
+// A MoE layer held in memory: E_total experts, of which [own_start, own_start + own_count) have
+// their own random weights (random E2M1 codes, scale bytes 119 +- 2 per 32-block, like QAT
+// weights); the others share one dummy expert that nothing reads (EP: not owned).
+struct SyntheticLayer {
+  MoeLayer layer;
+  int own_start = 0, own_count = 0;
+  std::vector<std::vector<uint8_t>> bytes;  // backing storage
+  SituParams situ;
+};
+std::unique_ptr<SyntheticLayer> make_layer(int E_total, int H, int I, int top_k, int own_start,
+                                           int own_count, uint64_t seed);
+
+struct Metrics {
+  double cosine = 0, nrmse = 0, max_abs = 0;
+  size_t nonfinite = 0;
+};
+// got vs ref over the same elements. nrmse = ||got - ref|| / ||ref||.
+Metrics compare(const float* got, const float* ref, size_t n);
+std::string describe(const Metrics& m);
+// Prints "[case] vs [what]: cosine ... NRMSE ... max abs ..." and records it for the summary.
+void report(const std::string& name, const std::string& against, const Metrics& m);
+
+// The CPU reference for selected token rows only (large M is sampled), in parallel over rows.
+// x fp32 [T, H]; ids / weights [T, k]; returns [rows.size(), H].
+std::vector<float> reference_rows(const MoeLayer& layer, const std::vector<float>& x, int H,
+                                  const std::vector<int32_t>& ids,
+                                  const std::vector<float>& weights, int k,
+                                  const std::vector<int>& rows, ActMode mode,
+                                  const SituParams& situ, const ExpertRange& range);
+
+// Rows to check for T tokens: all when T <= max_rows, else a fixed-seed sample that includes the
+// first and last row.
+std::vector<int> sample_rows(int T, int max_rows, uint64_t seed);
+
+// BF16 bits of N(0, 1) * scale values and their exact fp32 values.
+void random_bf16(int n, uint64_t seed, float scale, std::vector<uint16_t>* bits,
+                 std::vector<float>* values);
+
+}  // namespace mxmoe::test

@@ -1,0 +1,212 @@
+// tests/gpu/moe_harness.cpp: see moe_harness.h.
+#include "moe_harness.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "mxmoe/formats.h"
+
+namespace mxmoe::test {
+
+std::unique_ptr<GpuLayer> make_gpu_layer(int E_total, int H, int I, int k, int start, int count,
+                                         uint64_t seed) {
+  auto g = std::make_unique<GpuLayer>();
+  g->syn = make_layer(E_total, H, I, k, start, count, seed);
+  PrepareOptions o;
+  o.expert_start = start;
+  o.expert_count = count;
+  const Status s = prepare_weights(g->syn->layer, o, &g->w);
+  if (!s.ok()) {
+    ADD_FAILURE() << "prepare_weights: " << s.message();
+    return nullptr;
+  }
+  return g;
+}
+
+CaseInputs make_inputs(const SyntheticLayer& s, int T, Routing r, uint64_t seed) {
+  const int H = s.layer.cfg.routed_expert_hidden_size, E = s.layer.cfg.num_experts;
+  const int k = s.layer.cfg.num_experts_per_token;
+  CaseInputs in;
+  random_bf16(T * H, seed, 1.0f, &in.x_bits, &in.x);
+  Rng g(seed + 17);
+  in.ids.assign(static_cast<size_t>(T) * k, -1);
+  in.weights.assign(static_cast<size_t>(T) * k, 0.0f);
+  if (r == Routing::kGpuLogits) {
+    in.logits.resize(static_cast<size_t>(T) * E);
+    for (auto& v : in.logits) v = 2.0f * g.normal();
+    in.bias.resize(E);
+    for (auto& v : in.bias) v = 0.1f * g.normal();
+    return in;
+  }
+  for (int t = 0; t < T; ++t) {
+    std::set<int> used;
+    double sum = 0;
+    for (int j = 0; j < k; ++j) {
+      int id = -1;
+      if (r == Routing::kOneExpert) {
+        id = j == t % k ? s.own_start + 3 : -1;
+      } else {
+        for (int tries = 0; tries < 100; ++tries) {
+          const double u = g.uniform();
+          if (r == Routing::kLocalHeavy && u < 1.0 / 16) { id = -1; break; }
+          id = (r == Routing::kLocalHeavy && u < 0.5) ? s.own_start + g.below(s.own_count)
+                                                      : g.below(E);
+          if (!used.count(id)) break;
+        }
+        if (id >= 0) used.insert(id);
+      }
+      const float w = static_cast<float>(0.05 + g.uniform());
+      in.ids[static_cast<size_t>(t) * k + j] = id;
+      in.weights[static_cast<size_t>(t) * k + j] = w;
+      sum += w;
+    }
+    for (int j = 0; j < k; ++j) in.weights[static_cast<size_t>(t) * k + j] /= static_cast<float>(sum);
+  }
+  return in;
+}
+
+void run_case(const GpuLayer& gl, const CaseOptions& c, CaseResult* result) {
+  const SyntheticLayer& s = *gl.syn;
+  const PreparedInfo info = prepared_info(gl.w);
+  const int H = info.hidden, E = info.num_experts_total, T = c.T;
+  const int k = s.layer.cfg.num_experts_per_token;
+  CaseInputs in = make_inputs(s, T, c.routing, c.seed);
+  // fp32 input: values off the BF16 grid, so the kernel's rounding is exercised.
+  if (c.f32_input)
+    for (size_t i = 0; i < in.x.size(); ++i) in.x[i] *= 1.0f + 1.0f / 1024;
+
+  const int64_t xs = H + c.x_pad, os = H + c.out_pad;
+  DevBuf<float> dxf, dw, dlog, dbias, dout(static_cast<size_t>(T) * os), dbeta, dlbeta;
+  DevBuf<uint16_t> dxb;
+  DevBuf<int32_t> dids;
+  if (c.f32_input) {
+    std::vector<float> img(static_cast<size_t>(T) * xs, NAN);
+    for (int t = 0; t < T; ++t)
+      std::memcpy(&img[t * xs], &in.x[static_cast<size_t>(t) * H], H * 4);
+    dxf.upload(img);
+  } else {
+    std::vector<uint16_t> img(static_cast<size_t>(T) * xs, 0x7FC0);
+    for (int t = 0; t < T; ++t)
+      std::memcpy(&img[t * xs], &in.x_bits[static_cast<size_t>(t) * H], H * 2);
+    dxb.upload(img);
+  }
+  const bool gpu_route = c.routing == Routing::kGpuLogits;
+  if (gpu_route) {
+    dlog.upload(in.logits);
+    dbias.upload(in.bias);
+    dids.alloc(static_cast<size_t>(T) * k);
+    dw.alloc(static_cast<size_t>(T) * k);
+  } else {
+    dids.upload(in.ids);
+    dw.upload(in.weights);
+  }
+  std::vector<float> hb(E), hlb(E);
+  SituParams situ;
+  situ.beta = c.beta;
+  situ.linear_beta = c.linear_beta;
+  if (c.per_expert_beta) {
+    for (int e = 0; e < E; ++e) {
+      hb[e] = 1.5f + 0.5f * (e % 7);
+      hlb[e] = 8.0f + 4.0f * (e % 5);
+    }
+    dbeta.upload(hb);
+    dlbeta.upload(hlb);
+    situ.per_expert_beta = hb.data();
+    situ.per_expert_linear_beta = hlb.data();
+  }
+  DevBuf<char> ws(workspace_bytes(gl.w, T, k));
+  ASSERT_TRUE(ws.ok()) << "workspace allocation";
+
+  MoeRunParams p;
+  p.num_tokens = T;
+  p.top_k = k;
+  p.hidden = c.f32_input ? static_cast<const void*>(dxf.get()) : dxb.get();
+  p.hidden_dtype = c.f32_input ? InputDType::kF32 : InputDType::kBf16;
+  p.hidden_stride = xs;
+  if (gpu_route) {
+    p.router_logits = dlog.get();
+    p.correction_bias = dbias.get();
+    p.routed_ids_out = dids.get();
+    p.routed_weights_out = dw.get();
+  } else {
+    p.topk_ids = dids.get();
+    p.topk_weights = dw.get();
+  }
+  p.beta = c.beta;
+  p.linear_beta = c.linear_beta;
+  p.per_expert_beta = c.per_expert_beta ? dbeta.get() : nullptr;
+  p.per_expert_linear_beta = c.per_expert_beta ? dlbeta.get() : nullptr;
+  p.out = dout.get();
+  p.out_stride = os;
+  p.workspace = ws.get();
+  p.workspace_size = ws.size();
+  p.max_tokens = T;
+
+  const std::vector<int> rows = sample_rows(T, c.sample, c.seed + 5);
+  const ExpertRange range{info.expert_start, info.expert_count};
+  std::vector<float> ref_bf16;
+  for (Backend b : c.backends) {
+    p.backend = b;
+    CUDA_OK(cudaMemset(dout.get(), 0xFF, dout.size() * 4));  // NaN poison
+    const Status st = run_moe(gl.w, p, nullptr);
+    ASSERT_TRUE(st.ok()) << c.name << ": " << st.message();
+    CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<float> img = dout.download();
+    std::vector<float> out(static_cast<size_t>(T) * H);
+    size_t unwritten = 0, gap_written = 0;
+    for (int t = 0; t < T; ++t) {
+      for (int h = 0; h < H; ++h) {
+        const float v = img[t * os + h];
+        unwritten += !std::isfinite(v);
+        out[static_cast<size_t>(t) * H + h] = v;
+      }
+      for (int64_t h = H; h < os; ++h) gap_written += !std::isnan(img[t * os + h]);
+    }
+    EXPECT_EQ(unwritten, 0u) << c.name << ": non-finite or unwritten output elements";
+    EXPECT_EQ(gap_written, 0u) << c.name << ": wrote between output rows";
+    if (gpu_route && b == c.backends.front()) {
+      // The GPU's routing against route_kimi, then the reference uses the GPU's choice.
+      RoutingConfig rc;
+      rc.num_experts = E;
+      rc.top_k = k;
+      std::vector<int32_t> want_ids(static_cast<size_t>(T) * k);
+      std::vector<float> want_w(static_cast<size_t>(T) * k);
+      route_kimi(in.logits.data(), in.bias.data(), T, rc, want_ids.data(), want_w.data());
+      in.ids = dids.download();
+      in.weights = dw.download();
+      size_t diff = 0;
+      for (size_t i = 0; i < in.ids.size(); ++i) diff += in.ids[i] != want_ids[i];
+      EXPECT_EQ(diff, 0u) << c.name << ": GPU routing differs from route_kimi";
+      size_t local = 0;
+      for (int32_t id : in.ids) local += id >= range.start && id < range.start + range.count;
+      std::printf("[route] %s: %zu of %zu pairs owned by this rank, ids == route_kimi: %s\n",
+                  c.name.c_str(), local, in.ids.size(), diff == 0 ? "yes" : "NO");
+    }
+    const ActMode mode = b == Backend::kW4A8 ? ActMode::kMxfp8 : ActMode::kBf16;
+    const std::vector<float> ref =
+        reference_rows(s.layer, in.x, H, in.ids, in.weights, k, rows, mode, situ, range);
+    std::vector<float> got(rows.size() * H);
+    for (size_t i = 0; i < rows.size(); ++i)
+      std::memcpy(&got[i * H], &out[static_cast<size_t>(rows[i]) * H], H * 4);
+    const std::string label = c.name + " " + backend_name(b) + " T=" + std::to_string(T);
+    const Metrics m = compare(got.data(), ref.data(), got.size());
+    report(label, mode == ActMode::kBf16 ? "ref bf16" : "ref mxfp8", m);
+    EXPECT_GE(m.cosine, 0.99999) << label;
+    EXPECT_LE(m.nrmse, 0.005) << label;
+    if (c.cross_mode_bar && b == Backend::kW4A8) {
+      if (ref_bf16.empty())
+        ref_bf16 = reference_rows(s.layer, in.x, H, in.ids, in.weights, k, rows, ActMode::kBf16,
+                                  situ, range);
+      const Metrics x = compare(got.data(), ref_bf16.data(), got.size());
+      report(label, "ref bf16", x);
+      EXPECT_GE(x.cosine, 0.9996) << label << " vs the bf16 reference";
+      EXPECT_LE(x.nrmse, 0.028) << label << " vs the bf16 reference";
+    }
+    if (mode == ActMode::kBf16 && c.cross_mode_bar) ref_bf16 = ref;
+    if (result) result->out[static_cast<int>(b)] = std::move(out);
+  }
+}
+
+}  // namespace mxmoe::test

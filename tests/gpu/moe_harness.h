@@ -1,0 +1,61 @@
+// tests/gpu/moe_harness.h: runs the whole GPU MoE (mxmoe/moe.h) on generated inputs and checks
+// it against the CPU reference (reference_experts) on the same inputs, printing every metric.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.h"
+#include "mxmoe/moe.h"
+
+namespace mxmoe::test {
+
+enum class Routing {
+  kGpuLogits,    // router logits + correction bias, routed on the GPU (ids copied out)
+  kLocalHeavy,   // caller ids: ~half the slots local, the rest other-rank, some -1
+  kUniform,      // caller ids: 16 distinct experts of the whole model (real EP statistics)
+  kOneExpert,    // caller ids: slot t % k of every token on one local expert, the others -1
+};
+
+struct CaseOptions {
+  std::string name;
+  int T = 1;
+  Routing routing = Routing::kLocalHeavy;
+  std::vector<Backend> backends = {Backend::kW4A16, Backend::kW4A8};
+  int64_t x_pad = 0, out_pad = 0;  // extra elements per row (non-contiguous views)
+  bool f32_input = false;
+  float beta = 4.0f, linear_beta = 25.0f;
+  bool per_expert_beta = false;
+  int sample = 6;                  // CPU-reference rows (sampled when T is larger)
+  bool cross_mode_bar = false;     // also check w4a8 vs the bf16 reference (real sizes)
+  uint64_t seed = 1;
+};
+
+struct CaseResult {
+  std::vector<float> out[2];  // per backend (index = backend), [T, H] contiguous copy
+};
+
+// Prepared weights for a synthetic layer; destroyed with it.
+struct GpuLayer {
+  std::unique_ptr<SyntheticLayer> syn;
+  PreparedWeights* w = nullptr;
+  ~GpuLayer() { destroy_weights(w); }
+};
+std::unique_ptr<GpuLayer> make_gpu_layer(int E_total, int H, int I, int k, int start, int count,
+                                         uint64_t seed);
+
+// Runs one case with gtest assertions (bars of issue 3) and prints the metrics.
+void run_case(const GpuLayer& g, const CaseOptions& c, CaseResult* result = nullptr);
+
+// Inputs of one case, built on the host (exposed for the graph test).
+struct CaseInputs {
+  std::vector<uint16_t> x_bits;  // [T, H] BF16
+  std::vector<float> x;          // exact fp32 values of x_bits
+  std::vector<int32_t> ids;      // [T, k]
+  std::vector<float> weights;    // [T, k]
+  std::vector<float> logits;     // [T, E_total] (kGpuLogits)
+  std::vector<float> bias;       // [E_total]
+};
+CaseInputs make_inputs(const SyntheticLayer& s, int T, Routing r, uint64_t seed);
+
+}  // namespace mxmoe::test
