@@ -1,0 +1,357 @@
+// src/cuda/sm90/grouped_gemm_kernel.cuh: the SM90 grouped MoE GEMM kernel (GEMM1 + SiTU-GLU
+// (+ MXFP8 requantization), or GEMM2 + routing weight), one template for both.
+//
+// Algorithm (swap-AB): C^T[64 weight rows, BN tokens] = W[64, K] . X[BN, K]^T per tile.
+//  - A = weights, from registers: each thread streams its prepacked MXFP4 fragment (16 B of FP4
+//    + 4 B of scales per 64 K, mxfp4_fragment.h) two K steps ahead, expands it to BF16 in
+//    registers (E2M1 x 2^(s-127) is exact in BF16) and feeds wgmma.mma_async m64nBNk16 (RS form).
+//  - B = the tile's BN token rows x 64 K of BF16 in shared memory, 128-byte swizzled K-major,
+//    gathered with cp.async (16 B per thread, rows through act_row), kStages deep; rows past the
+//    expert's end are zero-filled and never stored.
+//  - fp32 accumulators in registers: thread (warp w, lane = 4 g + t) holds weight rows 16 w + g
+//    and 16 w + g + 8, token columns 8 j + 2 t + {0, 1}. With the w13 interleave of 8
+//    (weight_layout.h) those rows are a gate row and its up row, so SiTU-GLU needs no exchange.
+//  - persistent grid: every CTA scans expert_offsets into a shared prefix of tile counts and
+//    walks tiles t = blockIdx.x, += gridDim.x; tile t -> (expert, 64-row weight tile, token tile)
+//    with token tiles fastest, so concurrent CTAs share one weight tile through L2.
+//  - epilogue through shared memory, so each token's output run (64 B of h, 256 B of y) is
+//    written by 16-byte stores; every output element is written by exactly one thread, no atomics:
+//    the result is bit-identical from run to run.
+// Pipeline, per 64-K step kb (one warpgroup, 128 threads):
+//   wait cp.async group kb, barrier; issue cp.async for step kb + kPrefetch; expand weights of
+//   kb; issue 4 wgmmas (k16 each) and commit; wait until only this group is in flight, which
+//   frees the smem slot and the registers of step kb - 1.
+//   kStages = kPrefetch + 2 slots: kb - 1 (wgmma in flight), kb, and kPrefetch loading.
+// Limitations: one consumer warpgroup and no producer warp (correctness first; the layout is the
+//   one a warp-specialized 2-consumer version keeps); no TMA; the activation tile is re-gathered
+//   for every 64-row weight tile (L2 serves it).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "mxmoe/formats.h"
+#include "sm90/mxfp4_fragment.h"
+#include "sm90/ptx.cuh"
+
+namespace mxmoe::sm90 {
+
+constexpr int kStages = 4;
+constexpr int kPrefetch = kStages - 2;
+constexpr int kH1Pitch = 40;  // bf16 per token in GEMM1's staging (32 + 8: spreads the banks)
+constexpr int kY2Pitch = 68;  // floats per token in GEMM2's staging (64 + 4)
+
+struct KernelArgs {
+  const uint8_t* w_packed;
+  const uint8_t* w_scales;
+  int M, K;                      // weight rows (2I or H) and the reduction length
+  const __nv_bfloat16* act;      // B operand rows
+  int64_t act_stride;            // elements
+  const int32_t* act_row;        // GEMM1: x_row; GEMM2: null (row p is h row p)
+  // GEMM1
+  const float* beta;
+  const float* linear_beta;
+  int mxfp8_out;
+  __nv_bfloat16* h;              // [max_rows, M / 2]
+  // GEMM2
+  const float* row_weight;
+  float* y;                      // [max_rows, M]
+  // problem
+  const int32_t* offsets;
+  int num_experts;
+  int max_rows;
+};
+
+inline size_t kernel_smem_bytes(int bn, int num_experts) {
+  // 1024 for aligning the swizzled tiles, the stages, the prefix of tile counts, the MX amax.
+  return 1024 + static_cast<size_t>(kStages) * bn * 128 + (num_experts + 1 + 32) * 4 +
+         4 * bn * 4;
+}
+
+// Expands one thread's prepacked fragment of a 64-K step into 16 BF16x2 A registers
+// (register 4 j + q feeds k16 step j). A nibble's 3 magnitude bits placed at BF16 bits 6..8 read
+// as e2m1 * 2^-126 (code 1 lands on the subnormal 2^-127, the rest on normal numbers), so one
+// exact BF16 multiply by 2^(s-1) gives e2m1 * 2^(s-127); bf16 fma keeps subnormals (it has no
+// flush-to-zero form). Scales above 2^1 need 2^(s-1) > 2^127: those take a second multiply.
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+  return d;
+}
+__device__ __forceinline__ void expand_fragment(const uint4& q, uint32_t s, uint32_t (&a)[16]) {
+  uint32_t m1[4];
+  bool big = false;
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    const uint32_t e = (s >> (8 * b)) & 0xFFu;
+    const uint32_t c = (e > 128u ? 128u : e) + 126u;  // 2^(min(e,128) - 1) as BF16 exponent
+    m1[b] = (c << 7) | (c << 23);
+    big |= e > 128u;
+  }
+  const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const uint32_t x = words[j] >> (4 * r);
+      const uint32_t v = ((x & 0x00070007u) << 6) | ((x & 0x00080008u) << 12);
+      a[4 * j + r] = bf16x2_mul(v, m1[2 * (j >> 1) + (r & 1)]);
+    }
+  }
+  if (big) {  // rare: weight scales above 2^1
+    uint32_t m2[4];
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const uint32_t e = (s >> (8 * b)) & 0xFFu;
+      const uint32_t c = e > 128u ? e - 1u : 127u;  // 2^(e - 128), or 1
+      m2[b] = (c << 7) | (c << 23);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) a[4 * j + r] = bf16x2_mul(a[4 * j + r], m2[2 * (j >> 1) + (r & 1)]);
+  }
+}
+
+// Rows of expert e, clamped to [0, max_rows) so a bad offsets array cannot cause stray writes.
+__device__ __forceinline__ void expert_rows(const KernelArgs& p, int e, int* begin, int* rows) {
+  int b = p.offsets[e], en = p.offsets[e + 1];
+  b = max(0, min(b, p.max_rows));
+  en = max(b, min(en, p.max_rows));
+  *begin = b;
+  *rows = en - b;
+}
+
+// sPrefix[e] = tiles of experts < e (sPrefix[E] = total). 128 threads.
+template <int BN>
+__device__ void build_tile_prefix(const KernelArgs& p, int m_tiles, int* sPrefix, int* sWarp) {
+  const int tid = threadIdx.x, E = p.num_experts;
+  const int chunk = (E + kWarpgroup - 1) / kWarpgroup;
+  const int e0 = min(E, tid * chunk), e1 = min(E, e0 + chunk);
+  int local = 0;
+  for (int e = e0; e < e1; ++e) {
+    int b, r;
+    expert_rows(p, e, &b, &r);
+    local += (r + BN - 1) / BN * m_tiles;
+  }
+  // inclusive scan of `local` over the 128 threads
+  const int lane = tid & 31, warp = tid >> 5;
+  int v = local;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int n = __shfl_up_sync(0xFFFFFFFFu, v, o);
+    if (lane >= o) v += n;
+  }
+  if (lane == 31) sWarp[warp] = v;
+  __syncthreads();
+  int before = 0;
+  for (int w = 0; w < warp; ++w) before += sWarp[w];
+  int run = before + v - local;  // exclusive prefix of this thread's chunk
+  for (int e = e0; e < e1; ++e) {
+    sPrefix[e] = run;
+    int b, r;
+    expert_rows(p, e, &b, &r);
+    run += (r + BN - 1) / BN * m_tiles;
+  }
+  if (tid == kWarpgroup - 1) sPrefix[E] = before + v;
+  __syncthreads();
+}
+
+template <int BN, bool kGemm1>
+__global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelArgs p) {
+  static_assert(BN % 16 == 0 && BN >= 16 && BN <= 128, "tile_n");
+  constexpr int kRowsPerThread = BN / 16;  // cp.async: 8 threads x 16 B per 128-byte row
+  constexpr int kStageBytes = BN * 128;
+
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  int* sPrefix = reinterpret_cast<int*>(smem + kStages * kStageBytes);
+  int* sWarp = sPrefix + p.num_experts + 1;
+  float* sAmax = reinterpret_cast<float*>(sWarp + 32);  // [4 warps][BN]
+  const uint32_t smem_base = ptx::smem_addr(smem);
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int KT = p.K / kStepK, m_tiles = p.M / kTileM;
+
+  build_tile_prefix<BN>(p, m_tiles, sPrefix, sWarp);
+  const int total = sPrefix[p.num_experts];
+
+  for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
+    // ---- tile -> (expert, weight tile, token tile) ----
+    int lo = 0, hi = p.num_experts - 1;  // the last expert whose prefix <= tile has tiles
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (sPrefix[mid] <= tile) lo = mid; else hi = mid - 1;
+    }
+    const int e = lo;
+    int begin, rows;
+    expert_rows(p, e, &begin, &rows);
+    const int n_tok_tiles = (rows + BN - 1) / BN;
+    const int u = tile - sPrefix[e];
+    const int mt = u / n_tok_tiles, rt = u % n_tok_tiles;
+    const int p0 = begin + rt * BN;
+    const int nrows = min(BN, rows - rt * BN);
+
+    // ---- activation rows this thread copies: rows tid/8 + 16 i, 16-byte chunk tid % 8 ----
+    const int chunk = tid & 7;
+    const __nv_bfloat16* src[kRowsPerThread];
+    uint32_t valid = 0;
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int r = (tid >> 3) + 16 * i;
+      src[i] = p.act;
+      if (r < nrows) {
+        const int64_t row = p.act_row ? p.act_row[p0 + r] : p0 + r;
+        src[i] = p.act + row * p.act_stride + chunk * 8;
+        valid |= 1u << i;
+      }
+    }
+    auto load_stage = [&](int kb) {
+      const uint32_t base = smem_base + (kb % kStages) * kStageBytes;
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i) {
+        const int r = (tid >> 3) + 16 * i;
+        const uint32_t dst = base + r * 128 + ((chunk ^ (r & 7)) << 4);  // 128-byte swizzle
+        const bool ok = (valid >> i) & 1u;
+        ptx::cp_async_16(dst, ok ? static_cast<const void*>(src[i] + kb * kStepK) : p.act, ok);
+      }
+    };
+
+    // ---- weights: this thread's fragments of tile (e, mt) ----
+    const int64_t mk = static_cast<int64_t>(p.M) * p.K;
+    const uint8_t* wq = p.w_packed + e * (mk / 2) +
+                        (static_cast<int64_t>(mt) * KT * kWarpgroup + tid) * kFragBytes;
+    const uint8_t* ws = p.w_scales + e * (mk / 32) +
+                        (static_cast<int64_t>(mt) * KT * kRowPairs + 8 * warp + g) *
+                            kFragScaleBytes;
+    constexpr int kQStep = kWarpgroup * kFragBytes, kSStep = kRowPairs * kFragScaleBytes;
+
+    float d[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+    uint4 rq[2];
+    uint32_t rs[2];
+    uint32_t a[2][16];
+    rq[0] = ptx::ld_stream_v4(wq);
+    rs[0] = ptx::ld_stream_u32(ws);
+    if (KT > 1) {
+      rq[1] = ptx::ld_stream_v4(wq + kQStep);
+      rs[1] = ptx::ld_stream_u32(ws + kSStep);
+    }
+#pragma unroll
+    for (int s = 0; s < kPrefetch; ++s) {
+      if (s < KT) load_stage(s);
+      ptx::cp_async_commit();
+    }
+
+    auto step = [&](int kb, auto buf) {
+      constexpr int B = decltype(buf)::value;
+      ptx::cp_async_wait<kPrefetch - 1>();  // this thread's copies of step kb have landed
+      ptx::fence_proxy_async();
+      __syncthreads();  // everyone's copies of kb visible; everyone's wgmma of kb - 2 done
+      if (kb + kPrefetch < KT) load_stage(kb + kPrefetch);
+      ptx::cp_async_commit();
+      expand_fragment(rq[B], rs[B], a[B]);
+      if (kb + 2 < KT) {
+        rq[B] = ptx::ld_stream_v4(wq + (kb + 2) * kQStep);
+        rs[B] = ptx::ld_stream_u32(ws + (kb + 2) * kSStep);
+      }
+#pragma unroll
+      for (int i = 0; i < 16; ++i) ptx::fence_operand(a[B][i]);
+      ptx::wgmma_fence();
+      const uint32_t tile_addr = smem_base + (kb % kStages) * kStageBytes;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        ptx::WgmmaRS<BN>::mma(d, &a[B][4 * j], ptx::desc_sw128(tile_addr + 32 * j), 1);
+      }
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<1>();
+    };
+    for (int kb = 0; kb < KT; kb += 2) {
+      step(kb, std::integral_constant<int, 0>());
+      if (kb + 1 < KT) step(kb + 1, std::integral_constant<int, 1>());
+    }
+    ptx::wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) ptx::fence_operand(d[i]);
+    __syncthreads();  // all wgmmas done reading the stages: they become the staging buffer
+
+    if constexpr (kGemm1) {
+      // ---- SiTU-GLU (+ MXFP8) epilogue: d[4j + {0,1}] gate, d[4j + {2,3}] up ----
+      const float beta = p.beta[e], lbeta = p.linear_beta[e];
+      float v[BN / 4];
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        v[2 * j] = situ_glu(d[4 * j], d[4 * j + 2], beta, lbeta);
+        v[2 * j + 1] = situ_glu(d[4 * j + 1], d[4 * j + 3], beta, lbeta);
+      }
+      if (p.mxfp8_out) {
+        // The tile's 32 intermediates of a token are one MX block: max over g (lanes with equal
+        // t) by shuffles, then over the 4 warps through shared memory.
+#pragma unroll
+        for (int i = 0; i < BN / 4; ++i) {
+          float m = fabsf(v[i]);
+          m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 4));
+          m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 8));
+          m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 16));
+          if (g == 0) sAmax[warp * BN + 8 * (i >> 1) + 2 * t + (i & 1)] = m;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < BN / 4; ++i) {
+          const int c = 8 * (i >> 1) + 2 * t + (i & 1);
+          const float amax = fmaxf(fmaxf(sAmax[c], sAmax[BN + c]),
+                                   fmaxf(sAmax[2 * BN + c], sAmax[3 * BN + c]));
+          const int E = mx_scale_exponent(amax, kE4M3Max);
+          const uint8_t code = float_to_e4m3(ldexpf(v[i], -E));
+          v[i] = ldexpf(e4m3_to_float(code), E);  // exact in BF16 below
+        }
+      }
+      __nv_bfloat16* sH = reinterpret_cast<__nv_bfloat16*>(smem);
+#pragma unroll
+      for (int i = 0; i < BN / 4; ++i) {
+        const int c = 8 * (i >> 1) + 2 * t + (i & 1);
+        sH[c * kH1Pitch + 8 * warp + g] = __float2bfloat16_rn(v[i]);
+      }
+      __syncthreads();
+      const int I = p.M / 2;
+      for (int idx = tid; idx < BN * 4; idx += kWarpgroup) {
+        const int c = idx >> 2, part = idx & 3;
+        if (c < nrows) {
+          const uint4 val = *reinterpret_cast<const uint4*>(sH + c * kH1Pitch + 8 * part);
+          *reinterpret_cast<uint4*>(p.h + static_cast<int64_t>(p0 + c) * I + 32 * mt + 8 * part) =
+              val;
+        }
+      }
+    } else {
+      // ---- GEMM2 epilogue: y = row_weight * acc ----
+      float* sY = reinterpret_cast<float*>(smem);
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) {
+        const int c = 8 * (i >> 2) + 2 * t + (i & 1);
+        sY[c * kY2Pitch + 16 * warp + g + 8 * ((i >> 1) & 1)] = d[i];
+      }
+      __syncthreads();
+      for (int idx = tid; idx < BN * 16; idx += kWarpgroup) {
+        const int c = idx >> 4, part = idx & 15;
+        if (c < nrows) {
+          const float w = p.row_weight[p0 + c];
+          float4 val = *reinterpret_cast<const float4*>(sY + c * kY2Pitch + 4 * part);
+          val.x *= w;
+          val.y *= w;
+          val.z *= w;
+          val.w *= w;
+          *reinterpret_cast<float4*>(p.y + static_cast<int64_t>(p0 + c) * p.M + 64 * mt +
+                                     4 * part) = val;
+        }
+      }
+    }
+    __syncthreads();  // staging read out before the next tile's copies overwrite it
+  }
+}
+
+}  // namespace mxmoe::sm90
