@@ -7,7 +7,8 @@
 //  - activation mode kMxfp8 (W4A8): expert input and SiTU output each quantized to MXFP8 (per 32
 //    along K, the MX scale rule, RNE);
 //  - SiTU-GLU in fp32 (formats.h: situ_glu) on the fp32 GEMM1 outputs;
-//  - the routing-weighted sum runs over the k slots in order, in fp32, starting from +0.
+//  - the routing-weighted sum runs over the k slots in order, in fp32, starting from +0: each
+//    slot adds the fp32-rounded product weight * expert output (no fused multiply-add).
 #pragma once
 
 #include <cstdint>
@@ -61,10 +62,27 @@ void reference_experts(const MoeLayer& layer, const float* x, int T, const int32
                        const float* weights, int top_k, ActMode mode, const SituParams& situ,
                        const ExpertRange& range, float* out);
 
+// ---- the pieces, for GPU tests that compare kernel by kernel on the same quantized inputs ----
+// Q1 / Q2 of `mode` on rows [T, K]: kBf16 rounds each value to BF16 (RNE); kMxfp8 fake-quantizes
+// each row to MXFP8 (per 32 along K; K % 32 == 0). xq may alias x. Throws on NaN/Inf (kMxfp8).
+void quantize_activations(const float* x, int T, int K, ActMode mode, float* xq);
+// y[T, w.rows] = x[T, w.k] . dequant(w)^T: fp64 accumulation of exact fp32 products, one rounding
+// to fp32. Throws on a NaN scale byte.
+void mx_matmul_nt(const Mxfp4View& w, const float* x, int T, float* y);
+// The same for a BF16 matrix [rows, cols]: y[T, rows] = x[T, cols] . w^T.
+void bf16_matmul_nt(const Bf16View& w, const float* x, int T, float* y);
+// GEMM1 + SiTU of one expert on already quantized inputs xq [T, H]: h[T, I] =
+// situ_glu(W1 . xq, W3 . xq) in fp32, before Q2.
+void reference_gemm1_situ(const ExpertView& ex, const float* xq, int T, float beta,
+                          float linear_beta, float* h);
+// GEMM2 of one expert on quantized hq [T, I]: y[T, H] = W2 . hq (fp32, unweighted).
+void reference_gemm2(const ExpertView& ex, const float* hq, int T, float* y);
+
 // ---- the whole Kimi-K3 MoE block on the full hidden state x (BF16 [T, hidden]) ----
 // logits = x.Wg^T -> routing; latent = BF16(x.down^T); routed = reference_experts(latent);
 // normed = BF16(RMSNorm(routed) * norm_weight); y = normed.up^T; shared = shared SiTU-GLU MLP
-// on x (intermediate rounded to BF16); out = y + shared (fp32 [T, hidden]).
+// on x (intermediate rounded to BF16; beta / linear_beta from layer.cfg, the per-expert values of
+// `situ` apply to routed experts only); out = y + shared (fp32 [T, hidden]).
 // Runs every routed expert: an EP rank's partial sum cannot go through the RMSNorm, so the EP
 // range belongs to the experts scope only.
 void reference_block(const MoeLayer& layer, const uint16_t* x_bf16, int T, ActMode mode,
