@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mxmoe/common.h"
@@ -110,6 +111,8 @@ class Checkpoint {
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorView*> by_name_;
+  // (reversed name, tensor), sorted: find_suffix is a prefix range lookup on reversed names.
+  std::vector<std::pair<std::string, const TensorView*>> by_suffix_;
 };
 
 }  // namespace mxmoe
