@@ -3,9 +3,10 @@
 //
 // NOTES: every operand is an exact fp32 value (dequantized MX and BF16 values are), so each
 // product is exact in fp64 (24 + 24 < 53 significant bits); the sum runs in fp64 and rounds to
-// fp32 once. Four partial sums (k mod 4) give the CPU independent chains; the order is fixed, so
-// results never depend on the thread count. A weight row is dequantized once per call into a
+// fp32 once. Eight partial sums (k mod 8, see dot) give the CPU independent vector chains; the
+// order is fixed, so results never depend on the thread count or the CPU. A weight row is dequantized once per call into a
 // per-thread buffer and reused for every token: threads split the output rows.
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -16,17 +17,29 @@
 namespace mxmoe {
 namespace {
 
-double dot(const float* a, const float* b, int K) {
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+// 4-wide fp64 lanes (lane l sums k = l mod 4) in two accumulators (k mod 8 < 4 and >= 4), added
+// in a fixed order at the end. GCC vector extensions: SSE2 pairs by default, one AVX2 register in
+// the avx2 clone; IEEE mul and add either way (no FMA), so both clones give the same bits.
+typedef float v4f __attribute__((vector_size(16)));
+typedef double v4d __attribute__((vector_size(32)));
+
+__attribute__((target_clones("avx2", "default"))) double dot(const float* a, const float* b,
+                                                             int K) {
+  v4d acc0 = {0, 0, 0, 0}, acc1 = {0, 0, 0, 0};
   int k = 0;
-  for (; k + 4 <= K; k += 4) {
-    s0 += static_cast<double>(a[k]) * b[k];
-    s1 += static_cast<double>(a[k + 1]) * b[k + 1];
-    s2 += static_cast<double>(a[k + 2]) * b[k + 2];
-    s3 += static_cast<double>(a[k + 3]) * b[k + 3];
+  for (; k + 8 <= K; k += 8) {
+    v4f a0, b0, a1, b1;
+    std::memcpy(&a0, a + k, 16);
+    std::memcpy(&b0, b + k, 16);
+    std::memcpy(&a1, a + k + 4, 16);
+    std::memcpy(&b1, b + k + 4, 16);
+    acc0 += __builtin_convertvector(a0, v4d) * __builtin_convertvector(b0, v4d);
+    acc1 += __builtin_convertvector(a1, v4d) * __builtin_convertvector(b1, v4d);
   }
-  for (; k < K; ++k) s0 += static_cast<double>(a[k]) * b[k];
-  return (s0 + s1) + (s2 + s3);
+  double tail = 0;
+  for (; k < K; ++k) tail += static_cast<double>(a[k]) * b[k];
+  const v4d acc = acc0 + acc1;
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + tail;
 }
 
 // row(n, buf) writes weight row n as fp32 into buf[K].
