@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh: the one script for the lent H200: configure (CUDA on, carried .deps),
+# build the GPU targets, run every GPU test (ctest -L gpu), generate a small real-width
+# checkpoint and run `mxmoe check` on it (full layer and an EP slice), then print a short
+# summary table LAST.
+#
+# Run on the device as:  bash scripts/gpu_check.sh          (carry [".deps"])
+# Logs go to $OUT (the device tool's folder that comes back), else to build-gpu/logs.
+# Environment: MXMOE_GPU_JOBS (ninja -j, default 16), MXMOE_GPU_TESTS (a ctest -R regex to run
+# a subset), MXMOE_TEST_TIMEOUT (seconds per test, default 300).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+B=$ROOT/build-gpu
+LOG=${OUT:-$B/logs}
+mkdir -p "$LOG"
+JOBS=${MXMOE_GPU_JOBS:-16}
+t0=$(date +%s)
+declare -a SUMMARY
+note() { SUMMARY+=("$1"); echo "== $1"; }
+elapsed() { echo $(( $(date +%s) - t0 ))s; }
+
+nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader \
+  > "$LOG/gpu.txt" 2>&1 || true
+note "gpu: $(head -1 "$LOG/gpu.txt")"
+
+deps=()
+[ -d .deps/googletest ] && deps+=(-DMXMOE_GTEST_DIR="$ROOT/.deps/googletest")
+[ -d .deps/json ] && deps+=(-DMXMOE_JSON_INCLUDE="$ROOT/.deps/json")
+if ! cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXMOE_ENABLE_CUDA=ON "${deps[@]}" \
+    > "$LOG/configure.log" 2>&1; then
+  tail -20 "$LOG/configure.log"; note "configure: FAILED (configure.log)"
+  printf '%s\n' "---- summary ----" "${SUMMARY[@]}"; exit 1
+fi
+grep -q "CUDA kernels ON" "$LOG/configure.log" || note "configure: WARNING CUDA kernels OFF"
+
+targets=(mxmoe)
+for t in test_gpu_glue_kernels test_gpu_arch_gate test_gpu_moe_reference test_gpu_moe_graph \
+         test_sm90_grouped_gemm; do
+  ninja -C "$B" -t targets all 2>/dev/null | grep -q "^$t:" && targets+=("$t")
+done
+if ! ninja -C "$B" -j"$JOBS" "${targets[@]}" > "$LOG/build.log" 2>&1; then
+  grep -E "error|FAILED" "$LOG/build.log" | head -20; note "build: FAILED (build.log) $(elapsed)"
+  printf '%s\n' "---- summary ----" "${SUMMARY[@]}"; exit 1
+fi
+spills=$(grep -c "bytes spill" "$LOG/build.log" || true)
+note "build: ok (${targets[*]}), spill warnings: $spills, $(elapsed)"
+
+ctest_args=(--test-dir "$B" -L gpu --output-on-failure --timeout "${MXMOE_TEST_TIMEOUT:-300}")
+[ -n "${MXMOE_GPU_TESTS:-}" ] && ctest_args+=(-R "$MXMOE_GPU_TESTS")
+ctest "${ctest_args[@]}" > "$LOG/ctest.log" 2>&1
+ctest_rc=$?
+# ctest --output-on-failure hides passing tests' output: rerun nothing, but collect the metric
+# lines from the per-test logs ctest keeps.
+grep -h "^\[metrics\]\|^\[route\]\|^\[determinism\]\|^\[arch\]" "$B/Testing/Temporary/LastTest.log" \
+  > "$LOG/metrics.txt" 2>/dev/null || true
+tests_line=$(grep -E "tests passed|tests failed" "$LOG/ctest.log" | tail -1)
+skipped=$(grep -c "Skipped\|NOT run" "$LOG/ctest.log" || true)
+note "gpu tests: ${tests_line:-no ctest summary} (rc $ctest_rc), skip lines: $skipped, $(elapsed)"
+grep -E "\*\*\*Failed|Timeout|Exception" "$LOG/ctest.log" | head -10 | sed 's/^/   /'
+bars_failed=$(grep -c "Failure" "$B/Testing/Temporary/LastTest.log" 2>/dev/null || true)
+
+CK=/tmp/mxmoe_ckpt
+rm -rf "$CK"
+check_rc=0
+if "$B/tools/mxmoe/mxmoe" gen --out "$CK" --experts 32 --quiet > "$LOG/gen.log" 2>&1; then
+  "$B/tools/mxmoe/mxmoe" check --model "$CK" --tokens 256 --sample 32 > "$LOG/check_full.log" 2>&1
+  r1=$?
+  "$B/tools/mxmoe/mxmoe" check --model "$CK" --tokens 1000 --sample 16 --ep-start 8 --ep-count 12 \
+    > "$LOG/check_ep.log" 2>&1
+  r2=$?
+  check_rc=$(( r1 | r2 ))
+  note "mxmoe check (32 experts, real widths): full rc $r1, EP [8,20) rc $r2, $(elapsed)"
+else
+  tail -5 "$LOG/gen.log"; note "mxmoe gen: FAILED (gen.log)"; check_rc=1
+fi
+
+echo
+echo "---- metrics (GPU tests) ----"
+sed 's/^\[metrics\] //' "$LOG/metrics.txt" 2>/dev/null | head -80
+echo "---- mxmoe check ----"
+cat "$LOG/check_full.log" "$LOG/check_ep.log" 2>/dev/null | grep -v "^mxmoe check: load\|reference (" 
+echo "---- summary ----"
+printf '%s\n' "${SUMMARY[@]}"
+echo "failure lines in test logs: $bars_failed"
+rc=$(( ctest_rc != 0 || check_rc != 0 ))
+echo "gpu_check: $([ $rc = 0 ] && echo PASS || echo FAIL) in $(elapsed)"
+exit $rc
