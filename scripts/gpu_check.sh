@@ -64,13 +64,13 @@ CK=/tmp/mxmoe_ckpt
 rm -rf "$CK"
 check_rc=0
 if "$B/tools/mxmoe/mxmoe" gen --out "$CK" --experts 32 --quiet > "$LOG/gen.log" 2>&1; then
-  "$B/tools/mxmoe/mxmoe" check --model "$CK" --tokens 256 --sample 32 > "$LOG/check_full.log" 2>&1
+  "$B/tools/mxmoe/mxmoe" check --model "$CK" --scope all --tokens 256 --sample 16 > "$LOG/check_full.log" 2>&1
   r1=$?
   "$B/tools/mxmoe/mxmoe" check --model "$CK" --tokens 1000 --sample 16 --ep-start 8 --ep-count 12 \
     > "$LOG/check_ep.log" 2>&1
   r2=$?
   check_rc=$(( r1 | r2 ))
-  note "mxmoe check (32 experts, real widths): full rc $r1, EP [8,20) rc $r2, $(elapsed)"
+  note "mxmoe check (32 experts, real widths): experts+block rc $r1, experts EP [8,20) rc $r2, $(elapsed)"
 else
   tail -5 "$LOG/gen.log"; note "mxmoe gen: FAILED (gen.log)"; check_rc=1
 fi
