@@ -1,0 +1,175 @@
+// tests/gpu/sm90_bench_grouped_gemm.cpp: timings of the SM90 grouped GEMMs at Kimi-K3 expert
+// shapes (not a correctness test: test_sm90_grouped_gemm.cpp checks the numbers).
+//
+// DISABLED_ by default; run with
+//   test_sm90_grouped_gemm --gtest_also_run_disabled_tests --gtest_filter='*Bench*'
+// Layouts: EP16 (56 local experts, I 3072, one local expert per token) and TP8 x EP4 (224 local
+// experts, I 384, 4 per token), latent H 3584. Weights are random bytes with scale bytes in
+// [118, 126] (the prepacked order is a permutation, so random bytes are random weights either
+// way). Each timed launch follows an L2 flush (a 256 MB memset); median of 15 CUDA-event timings.
+// Printed: us, TFLOP/s over real (unpadded) pairs, GB/s of the weights of the experts hit.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "sm90/grouped_gemm.h"
+#include "sm90/tile_heuristic.h"
+
+namespace mxmoe::sm90 {
+namespace {
+
+#define BENCH_CUDA(expr)                                                          \
+  do {                                                                            \
+    const cudaError_t err_ = (expr);                                              \
+    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_);    \
+  } while (0)
+
+struct Buf {
+  void* p = nullptr;
+  explicit Buf(size_t bytes) {
+    if (cudaMalloc(&p, std::max<size_t>(bytes, 16)) != cudaSuccess) p = nullptr;
+  }
+  ~Buf() { cudaFree(p); }
+};
+
+// Fast host fill (xorshift): bytes in [lo, lo + span).
+void fill(std::vector<uint8_t>* v, uint64_t seed, int lo, int span) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& b : *v) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    b = static_cast<uint8_t>(lo + (s >> 24) % span);
+  }
+}
+
+template <typename F>
+float median_us(F launch, void* flush, size_t flush_bytes) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<float> t;
+  for (int rep = 0; rep < 18; ++rep) {
+    cudaMemsetAsync(flush, rep & 0xFF, flush_bytes, 0);
+    cudaEventRecord(a, 0);
+    launch();
+    cudaEventRecord(b, 0);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    if (rep >= 3) t.push_back(ms * 1000.0f);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void bench(const char* layout, int E, int I, int topk, int T) {
+  const int H = 3584;
+  std::mt19937_64 rng(T * 131 + E);
+  // routing: each token picks `topk` distinct local experts uniformly
+  std::vector<int> rows(E, 0);
+  std::vector<int> perm(E);
+  for (int t = 0; t < T; ++t) {
+    for (int i = 0; i < E; ++i) perm[i] = i;
+    for (int j = 0; j < topk; ++j) {
+      std::uniform_int_distribution<int> d(j, E - 1);
+      std::swap(perm[j], perm[d(rng)]);
+      ++rows[perm[j]];
+    }
+  }
+  std::vector<int32_t> off(E + 1, 0);
+  for (int e = 0; e < E; ++e) off[e + 1] = off[e] + rows[e];
+  const int pairs = off[E];
+  int hit = 0;
+  for (int e = 0; e < E; ++e) hit += rows[e] > 0;
+
+  const size_t w13q = prepacked_packed_bytes(2 * I, H), w13s = prepacked_scale_bytes(2 * I, H);
+  const size_t w2q = prepacked_packed_bytes(H, I), w2s = prepacked_scale_bytes(H, I);
+  std::vector<uint8_t> hq(E * std::max(w13q, w2q)), hs(E * std::max(w13s, w2s));
+  fill(&hq, 1, 0, 256);
+  fill(&hs, 2, 118, 9);
+  Buf d_w13q(E * w13q), d_w13s(E * w13s), d_w2q(E * w2q), d_w2s(E * w2s);
+  BENCH_CUDA(cudaMemcpy(d_w13q.p, hq.data(), E * w13q, cudaMemcpyHostToDevice));
+  BENCH_CUDA(cudaMemcpy(d_w13s.p, hs.data(), E * w13s, cudaMemcpyHostToDevice));
+  BENCH_CUDA(cudaMemcpy(d_w2q.p, hq.data(), E * w2q, cudaMemcpyHostToDevice));
+  BENCH_CUDA(cudaMemcpy(d_w2s.p, hs.data(), E * w2s, cudaMemcpyHostToDevice));
+  std::vector<uint8_t> act(static_cast<size_t>(std::max(T, pairs)) * std::max(H, I) * 2);
+  fill(&act, 3, 0, 256);
+  for (size_t i = 1; i < act.size(); i += 2) act[i] = static_cast<uint8_t>(0x3C + (act[i] & 1));
+  Buf d_x(static_cast<size_t>(T) * H * 2), d_h(static_cast<size_t>(pairs) * I * 2),
+      d_y(static_cast<size_t>(pairs) * H * 4), d_off((E + 1) * 4), d_row(pairs * 4),
+      d_rw(pairs * 4), d_beta(E * 4), d_lbeta(E * 4);
+  BENCH_CUDA(cudaMemcpy(d_x.p, act.data(), static_cast<size_t>(T) * H * 2, cudaMemcpyHostToDevice));
+  BENCH_CUDA(cudaMemcpy(d_h.p, act.data(), static_cast<size_t>(pairs) * I * 2,
+                        cudaMemcpyHostToDevice));
+  BENCH_CUDA(cudaMemcpy(d_off.p, off.data(), (E + 1) * 4, cudaMemcpyHostToDevice));
+  std::vector<int32_t> xrow(pairs);
+  for (int p = 0; p < pairs; ++p) xrow[p] = p % T;
+  BENCH_CUDA(cudaMemcpy(d_row.p, xrow.data(), pairs * 4, cudaMemcpyHostToDevice));
+  std::vector<float> ones(std::max(E, pairs), 1.0f), b4(E, 4.0f), b25(E, 25.0f);
+  BENCH_CUDA(cudaMemcpy(d_rw.p, ones.data(), pairs * 4, cudaMemcpyHostToDevice));
+  BENCH_CUDA(cudaMemcpy(d_beta.p, b4.data(), E * 4, cudaMemcpyHostToDevice));
+  BENCH_CUDA(cudaMemcpy(d_lbeta.p, b25.data(), E * 4, cudaMemcpyHostToDevice));
+  const size_t flush_bytes = 256u << 20;
+  Buf flush(flush_bytes);
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+
+  GroupedProblem g;
+  g.num_experts = E;
+  g.expert_offsets = static_cast<const int32_t*>(d_off.p);
+  g.max_rows = pairs;
+  Gemm1Params p1;
+  p1.w_packed = static_cast<const uint8_t*>(d_w13q.p);
+  p1.w_scales = static_cast<const uint8_t*>(d_w13s.p);
+  p1.I = I;
+  p1.K = H;
+  p1.x = static_cast<const __nv_bfloat16*>(d_x.p);
+  p1.x_stride = H;
+  p1.x_row = static_cast<const int32_t*>(d_row.p);
+  p1.beta = static_cast<const float*>(d_beta.p);
+  p1.linear_beta = static_cast<const float*>(d_lbeta.p);
+  p1.h = static_cast<__nv_bfloat16*>(d_h.p);
+  p1.g = g;
+  Gemm2Params p2;
+  p2.w_packed = static_cast<const uint8_t*>(d_w2q.p);
+  p2.w_scales = static_cast<const uint8_t*>(d_w2s.p);
+  p2.H = H;
+  p2.I = I;
+  p2.h = static_cast<const __nv_bfloat16*>(d_h.p);
+  p2.row_weight = static_cast<const float*>(d_rw.p);
+  p2.y = static_cast<float*>(d_y.p);
+  p2.g = g;
+
+  BENCH_CUDA(launch_gemm1(p1, sms, 0));
+  BENCH_CUDA(launch_gemm2(p2, sms, 0));
+  BENCH_CUDA(cudaDeviceSynchronize());
+  const float t1 = median_us([&] { launch_gemm1(p1, sms, 0); }, flush.p, flush_bytes);
+  Gemm1Params p1m = p1;
+  p1m.mxfp8_out = true;
+  const float t1m = median_us([&] { launch_gemm1(p1m, sms, 0); }, flush.p, flush_bytes);
+  const float t2 = median_us([&] { launch_gemm2(p2, sms, 0); }, flush.p, flush_bytes);
+  BENCH_CUDA(cudaGetLastError());
+  const double f1 = 2.0 * pairs * 2 * I * H, f2 = 2.0 * pairs * H * I;
+  const double b1 = static_cast<double>(hit) * (w13q + w13s), b2 = static_cast<double>(hit) * (w2q + w2s);
+  printf("BENCH %-8s E=%3d I=%4d T=%5d pairs=%6d hit=%3d tile_n=%3d | gemm1 %8.1f us %6.1f TFLOP/s "
+         "%6.0f GB/s | gemm1+mx %8.1f us | gemm2 %8.1f us %6.1f TFLOP/s %6.0f GB/s | total %8.1f us\n",
+         layout, E, I, T, pairs, hit, choose_tile_n(pairs, E), t1, f1 / t1 * 1e-6, b1 / t1 * 1e-3,
+         t1m, t2, f2 / t2 * 1e-6, b2 / t2 * 1e-3, t1 + t2);
+}
+
+TEST(Sm90GroupedGemmBench, DISABLED_KimiShapes) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "SKIPPED: no CUDA device";
+  for (int T : {1, 16, 64, 1024, 4096, 8192}) bench("EP16", 56, 3072, 1, T);
+  for (int T : {1, 64, 8192}) bench("TP8xEP4", 224, 384, 4, T);
+}
+
+}  // namespace
+}  // namespace mxmoe::sm90
