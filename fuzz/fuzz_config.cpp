@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   c.validate("fuzz.json");  // must not throw: parse_config validated it
   const mxmoe::ModelConfig b = mxmoe::parse_config(mxmoe::config_to_json(c), "round trip");
   const bool same =
-      b.hidden_size == c.hidden_size && b.routed_expert_hidden_size == c.routed_expert_hidden_size &&
+      b.hidden_size == c.hidden_size &&
+      b.routed_expert_hidden_size == c.routed_expert_hidden_size &&
       b.moe_intermediate_size == c.moe_intermediate_size && b.num_experts == c.num_experts &&
       b.num_shared_experts == c.num_shared_experts &&
       b.num_experts_per_token == c.num_experts_per_token &&

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
     for (const auto& e : fs::directory_iterator(argv[i], ec)) {
       if (!e.is_regular_file()) continue;
       std::ifstream in(e.path(), std::ios::binary);
-      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const std::string bytes((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
       std::vector<uint8_t> buf(bytes.begin(), bytes.end());  // exact-size heap copy
       LLVMFuzzerTestOneInput(buf.data(), buf.size());
       ++n;

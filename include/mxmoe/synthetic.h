@@ -3,7 +3,8 @@
 //
 // Output directory:
 //   config.json                          config_to_json(cfg): Kimi layout, "text_config" plus a
-//                                        compressed-tensors "mxfp4-pack-quantized" quantization_config
+//                                        compressed-tensors "mxfp4-pack-quantized"
+//                                        quantization_config
 //   model-0000N-of-0000M.safetensors     shards of at most shard_bytes each
 //   model.safetensors.index.json         {"metadata": {"total_size"}, "weight_map": {name: shard}}
 // For every MoE layer L in [first_k_dense_replace, num_hidden_layers) and the names of KIMI_K3.md
@@ -31,22 +32,22 @@
 namespace mxmoe {
 
 struct SyntheticOptions {
-  std::string out_dir;          // created if missing; existing files of the same names are replaced
+  std::string out_dir;  // created if missing; existing files of the same names are replaced
   // Shapes. cfg.num_hidden_layers is overridden to first_k_dense_replace + num_layers so the
   // written config.json describes exactly the layers that exist.
-  ModelConfig cfg;              // Kimi-K3 real sizes by default
-  int num_layers = 1;           // MoE layers written: first_k_dense_replace .. +num_layers-1
+  ModelConfig cfg;     // Kimi-K3 real sizes by default
+  int num_layers = 1;  // MoE layers written: first_k_dense_replace .. +num_layers-1
   uint64_t seed = 1;
   size_t shard_bytes = size_t(4) << 30;  // max data bytes per shard (an expert never straddles)
 
   // MXFP4 scale-exponent distribution (biased UE8M0 bytes are 127 + exponent).
-  int scale_base_offset = -8;          // row base exponent centre, relative to 2^0
-  int scale_row_jitter = 2;            // row base exponent uniform in centre +- this
-  int scale_jitter = 2;                // per-block exponent uniform in base +- this
-  double wide_row_fraction = 0.001;    // rows with one block far below the base ...
-  int wide_row_spread = 17;            // ... by this many binades (> kFp8FoldWindow = 14)
+  int scale_base_offset = -8;        // row base exponent centre, relative to 2^0
+  int scale_row_jitter = 2;          // row base exponent uniform in centre +- this
+  int scale_jitter = 2;              // per-block exponent uniform in base +- this
+  double wide_row_fraction = 0.001;  // rows with one block far below the base ...
+  int wide_row_spread = 17;          // ... by this many binades (> kFp8FoldWindow = 14)
 
-  bool progress = true;                // progress lines on stderr
+  bool progress = true;  // progress lines on stderr
 };
 
 // Writes the checkpoint. Validates opts.cfg first; throws mxmoe::Error (naming the file) on bad

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "json_util.h"
 #include "mxmoe/safetensors.h"
 
 namespace mxmoe {
@@ -44,7 +45,8 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
     ss << in.rdbuf();
     if (!in) throw Error(index_path.string() + ": cannot read");
     json idx = json::parse(ss.str(), nullptr, false);
-    if (idx.is_discarded() || !idx.is_object()) throw Error(index_path.string() + ": not a JSON object");
+    if (idx.is_discarded() || !idx.is_object())
+      throw Error(index_path.string() + ": not a JSON object");
     auto wm = idx.find("weight_map");
     if (wm == idx.end() || !wm->is_object())
       throw Error(index_path.string() + ": missing or non-object weight_map");
@@ -52,13 +54,14 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
     std::set<std::string> seen;
     for (auto it = weight_map.begin(); it != weight_map.end(); ++it) {
       if (!it.value().is_string())
-        throw Error(index_path.string() + ": weight_map entry '" + it.key() + "' is not a string");
+        throw Error(index_path.string() + ": weight_map entry '" + detail::printable(it.key()) +
+                    "' is not a string");
       const std::string f = it.value().get<std::string>();
       // Shard names are plain file names next to the index; anything else is refused rather
       // than followed out of the directory.
       if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
-        throw Error(index_path.string() + ": weight_map entry '" + it.key() +
-                    "' names a bad shard '" + f + "'");
+        throw Error(index_path.string() + ": weight_map entry '" + detail::printable(it.key()) +
+                    "' names a bad shard '" + detail::printable(f) + "'");
       if (seen.insert(f).second) shards.push_back(f);
     }
   } else {
@@ -70,21 +73,22 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
     if (shards.empty()) throw Error(dir + ": no model.safetensors.index.json and no *.safetensors");
   }
 
-  for (const std::string& s : shards) c->files_.push_back(SafetensorsFile::open((fs::path(dir) / s).string()));
+  for (const std::string& s : shards)
+    c->files_.push_back(SafetensorsFile::open((fs::path(dir) / s).string()));
   for (const auto& f : c->files_) {
     for (const TensorView& t : f->tensors()) {
       auto ins = c->by_name_.emplace(t.name, &t);
       if (!ins.second)
-        throw Error(dir + ": tensor '" + t.name + "' is in two shards: " + ins.first->second->file +
-                    " and " + t.file);
+        throw Error(dir + ": tensor '" + detail::printable(t.name) +
+                    "' is in two shards: " + ins.first->second->file + " and " + t.file);
     }
   }
   for (auto it = weight_map.begin(); it != weight_map.end(); ++it) {
     auto t = c->by_name_.find(it.key());
     const std::string want = (fs::path(dir) / it.value().get<std::string>()).string();
     if (t == c->by_name_.end() || t->second->file != want)
-      throw Error(index_path.string() + ": tensor '" + it.key() + "' is not in its shard " +
-                  it.value().get<std::string>());
+      throw Error(index_path.string() + ": tensor '" + detail::printable(it.key()) +
+                  "' is not in its shard " + detail::printable(it.value().get<std::string>()));
   }
   c->by_suffix_.reserve(c->by_name_.size());
   for (const auto& kv : c->by_name_)
@@ -107,8 +111,9 @@ const TensorView* Checkpoint::find_suffix(const std::string& suffix) const {
   for (; it != by_suffix_.end() && it->first.compare(0, rev.size(), rev) == 0; ++it) {
     if (!ends_at_boundary(it->second->name, suffix)) continue;
     if (found)
-      throw Error(dir_ + ": tensor suffix '" + suffix + "' is ambiguous: '" + found->name +
-                  "' and '" + it->second->name + "'");
+      throw Error(dir_ + ": tensor suffix '" + suffix + "' is ambiguous: '" +
+                  detail::printable(found->name) + "' and '" + detail::printable(it->second->name) +
+                  "'");
     found = it->second;
   }
   return found;

@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "json_util.h"
+
 namespace mxmoe {
 namespace {
 
@@ -39,33 +41,36 @@ class Reader {
     if (!v) return;
     // Integral floats (e.g. 16.0) are rejected too: a config writer that emits them is broken.
     if (!v->is_number_integer())
-      throw Error(where_ + ": field '" + *names.begin() + "' must be an integer, got " + v->dump());
+      throw Error(where_ + ": field '" + *names.begin() + "' must be an integer, got " +
+                  detail::brief(*v));
     const int64_t x = v->is_number_unsigned()
                           ? static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), 1ull << 40))
                           : v->get<int64_t>();
     if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max())
-      throw Error(where_ + ": field '" + *names.begin() + "' is out of range: " + v->dump());
+      throw Error(where_ + ": field '" + *names.begin() +
+                  "' is out of range: " + detail::brief(*v));
     *out = static_cast<int>(x);
   }
   void read_double(double* out, const char* name, bool required) const {
     const json* v = get({name}, required);
     if (!v) return;
     if (!v->is_number())
-      throw Error(where_ + ": field '" + name + "' must be a number, got " + v->dump());
+      throw Error(where_ + ": field '" + name + "' must be a number, got " + detail::brief(*v));
     *out = v->get<double>();
   }
   void read_bool(bool* out, const char* name) const {
     const json* v = get({name}, false);
     if (!v) return;
     if (!v->is_boolean())
-      throw Error(where_ + ": field '" + name + "' must be true or false, got " + v->dump());
+      throw Error(where_ + ": field '" + name + "' must be true or false, got " +
+                  detail::brief(*v));
     *out = v->get<bool>();
   }
   void read_string(std::string* out, const char* name, bool required) const {
     const json* v = get({name}, required);
     if (!v) return;
     if (!v->is_string())
-      throw Error(where_ + ": field '" + name + "' must be a string, got " + v->dump());
+      throw Error(where_ + ": field '" + name + "' must be a string, got " + detail::brief(*v));
     *out = v->get<std::string>();
   }
 
@@ -108,10 +113,11 @@ void ModelConfig::validate(const std::string& where) const {
         "num_expert_group = " + std::to_string(num_expert_group) + ", topk_group = " +
             std::to_string(topk_group) + ": group-limited routing is not supported (need 1, 1)");
   check(moe_router_activation_func == "sigmoid", where,
-        "moe_router_activation_func '" + moe_router_activation_func +
+        "moe_router_activation_func '" + detail::printable(moe_router_activation_func, 40) +
             "' is not supported (Kimi-K3 routes with 'sigmoid')");
   check(hidden_act == "situ", where,
-        "hidden_act '" + hidden_act + "' is not supported (Kimi-K3 experts use 'situ')");
+        "hidden_act '" + detail::printable(hidden_act, 40) +
+            "' is not supported (Kimi-K3 experts use 'situ')");
   auto positive = [&](double v, const char* name) {
     check(std::isfinite(v) && v > 0, where,
           std::string(name) + " = " + std::to_string(v) + " must be a finite positive number");
@@ -193,9 +199,14 @@ std::string config_to_json(const ModelConfig& c) {
   // compressed-tensors' description of the routed experts: MXFP4 (E2M1, group 32, UE8M0 scales
   // stored as uint8) packed two per byte. Everything else (router, latent projections, norm,
   // shared experts) stays BF16, hence the ignore list.
-  json weights = {{"num_bits", 4},         {"type", "float"},       {"strategy", "group"},
-                  {"group_size", 32},      {"symmetric", true},     {"dynamic", false},
-                  {"scale_dtype", "torch.uint8"}, {"observer", "minmax"}};
+  json weights = {{"num_bits", 4},
+                  {"type", "float"},
+                  {"strategy", "group"},
+                  {"group_size", 32},
+                  {"symmetric", true},
+                  {"dynamic", false},
+                  {"scale_dtype", "torch.uint8"},
+                  {"observer", "minmax"}};
   json qc = {
       {"quant_method", "compressed-tensors"},
       {"format", "mxfp4-pack-quantized"},

@@ -91,9 +91,9 @@ MoeLayer load_moe_layer(const Checkpoint& ckpt, const ModelConfig& cfg, int laye
                         LayerScope scope) {
   cfg.validate(ckpt.dir() + "/config.json");
   if (!cfg.is_moe_layer(layer))
-    throw Error(ckpt.dir() + ": layer " + std::to_string(layer) + " is not a MoE layer (MoE layers are " +
-                std::to_string(cfg.first_k_dense_replace) + ".." +
-                std::to_string(cfg.num_hidden_layers - 1) + ")");
+    throw Error(ckpt.dir() + ": layer " + std::to_string(layer) +
+                " is not a MoE layer (MoE layers are " + std::to_string(cfg.first_k_dense_replace) +
+                ".." + std::to_string(cfg.num_hidden_layers - 1) + ")");
   const LayerLoader ld(ckpt, layer);
   const int H = cfg.routed_expert_hidden_size, I = cfg.moe_intermediate_size;
   MoeLayer m;

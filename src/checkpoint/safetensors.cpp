@@ -24,6 +24,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "json_util.h"
+
 namespace mxmoe {
 namespace {
 
@@ -37,9 +39,9 @@ struct DTypeInfo {
   size_t size;
 };
 constexpr DTypeInfo kDTypes[] = {
-    {DType::kBool, "BOOL", 1}, {DType::kU8, "U8", 1},     {DType::kI8, "I8", 1},
-    {DType::kI16, "I16", 2},   {DType::kI32, "I32", 4},   {DType::kI64, "I64", 8},
-    {DType::kF16, "F16", 2},   {DType::kBF16, "BF16", 2}, {DType::kF32, "F32", 4},
+    {DType::kBool, "BOOL", 1}, {DType::kU8, "U8", 1},          {DType::kI8, "I8", 1},
+    {DType::kI16, "I16", 2},   {DType::kI32, "I32", 4},        {DType::kI64, "I64", 8},
+    {DType::kF16, "F16", 2},   {DType::kBF16, "BF16", 2},      {DType::kF32, "F32", 4},
     {DType::kF64, "F64", 8},   {DType::kF8E4M3, "F8_E4M3", 1},
 };
 
@@ -183,12 +185,13 @@ void SafetensorsFile::parse(const uint8_t* data, size_t size) {
       if (!v.is_object()) throw Error(p + ": __metadata__ is not a JSON object");
       for (auto m = v.begin(); m != v.end(); ++m) {
         if (!m.value().is_string())
-          throw Error(p + ": __metadata__ entry '" + m.key() + "' is not a string");
+          throw Error(p + ": __metadata__ entry '" + detail::printable(m.key()) +
+                      "' is not a string");
         metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    const std::string where = p + ": tensor '" + name + "'";
+    const std::string where = p + ": tensor '" + detail::printable(name) + "'";
     if (!v.is_object()) throw Error(where + ": entry is not a JSON object");
     auto dt = v.find("dtype");
     auto sh = v.find("shape");
@@ -202,16 +205,18 @@ void SafetensorsFile::parse(const uint8_t* data, size_t size) {
     t.name = name;
     t.file = p;
     const std::string dts = dt->get<std::string>();
-    if (!dtype_from_name(dts, &t.dtype)) throw Error(where + ": unknown dtype '" + dts + "'");
+    if (!dtype_from_name(dts, &t.dtype))
+      throw Error(where + ": unknown dtype '" + detail::printable(dts, 40) + "'");
     // The element count must not overflow: bound it by the data section, which it must fit in.
     uint64_t numel = 1;
     bool zero = false;
     for (const json& d : *sh) {
       uint64_t u;
       if (!json_u64(d, &u))
-        throw Error(where + ": shape " + sh->dump() + " has a negative or non-integer entry");
+        throw Error(where + ": shape " + detail::brief(*sh) +
+                    " has a negative or non-integer entry");
       if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        throw Error(where + ": shape " + sh->dump() + " has an out-of-range entry");
+        throw Error(where + ": shape " + detail::brief(*sh) + " has an out-of-range entry");
       t.shape.push_back(static_cast<int64_t>(u));
       if (u == 0) zero = true;
       if (!zero) {
@@ -228,16 +233,18 @@ void SafetensorsFile::parse(const uint8_t* data, size_t size) {
 
     uint64_t b, e;
     if (!json_u64((*off)[0], &b) || !json_u64((*off)[1], &e))
-      throw Error(where + ": data_offsets " + off->dump() + " are not non-negative integers");
-    if (b > e) throw Error(where + ": data_offsets " + off->dump() + " end before they begin");
+      throw Error(where + ": data_offsets " + detail::brief(*off) +
+                  " are not non-negative integers");
+    if (b > e)
+      throw Error(where + ": data_offsets " + detail::brief(*off) + " end before they begin");
     if (e > body_size)
-      throw Error(where + ": data_offsets " + off->dump() + " run past the end of the data (" +
-                  std::to_string(body_size) + " bytes)");
+      throw Error(where + ": data_offsets " + detail::brief(*off) +
+                  " run past the end of the data (" + std::to_string(body_size) + " bytes)");
     if (e - b != nbytes)
-      throw Error(where + ": data_offsets " + off->dump() + " hold " + std::to_string(e - b) +
-                  " bytes, but " + dts + " " + sh->dump() + " needs " +
-                  (nbytes > body_size ? std::string("more than the file holds")
-                                      : std::to_string(nbytes)));
+      throw Error(
+          where + ": data_offsets " + detail::brief(*off) + " hold " + std::to_string(e - b) +
+          " bytes, but " + dts + " " + detail::brief(*sh) + " needs " +
+          (nbytes > body_size ? std::string("more than the file holds") : std::to_string(nbytes)));
     t.data = body + b;
     t.nbytes = static_cast<size_t>(nbytes);
     if (nbytes > 0) {
@@ -251,21 +258,21 @@ void SafetensorsFile::parse(const uint8_t* data, size_t size) {
   // Overlap check over the non-empty tensors (an empty tensor occupies no bytes).
   std::vector<size_t> order(ranges.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return ranges[a] < ranges[b]; });
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ranges[a] < ranges[b]; });
   for (size_t i = 1; i < order.size(); ++i) {
     const auto& prev = ranges[order[i - 1]];
     const auto& cur = ranges[order[i]];
     if (cur.first < prev.second)
-      throw Error(p + ": tensors '" + tensors_[range_owner[order[i - 1]]].name + "' and '" +
-                  tensors_[range_owner[order[i]]].name + "' overlap in the data section");
+      throw Error(p + ": tensors '" + detail::printable(tensors_[range_owner[order[i - 1]]].name) +
+                  "' and '" + detail::printable(tensors_[range_owner[order[i]]].name) +
+                  "' overlap in the data section");
   }
 }
 
 // ---- writer ------------------------------------------------------------------------------------
 
-void SafetensorsWriter::add(const std::string& name, DType dtype,
-                            const std::vector<int64_t>& shape, Fill fill) {
+void SafetensorsWriter::add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                            Fill fill) {
   if (name == "__metadata__") throw Error("safetensors writer: reserved tensor name __metadata__");
   for (const Entry& e : entries_)
     if (e.name == name) throw Error("safetensors writer: duplicate tensor '" + name + "'");
@@ -280,8 +287,9 @@ void SafetensorsWriter::add(const std::string& name, DType dtype,
 void SafetensorsWriter::add_bytes(const std::string& name, DType dtype,
                                   const std::vector<int64_t>& shape, const void* data) {
   const uint8_t* src = static_cast<const uint8_t*>(data);
-  add(name, dtype, shape,
-      [src](uint8_t* dst, size_t offset, size_t nbytes) { std::memcpy(dst, src + offset, nbytes); });
+  add(name, dtype, shape, [src](uint8_t* dst, size_t offset, size_t nbytes) {
+    std::memcpy(dst, src + offset, nbytes);
+  });
 }
 
 void SafetensorsWriter::set_metadata(const std::string& key, const std::string& value) {
@@ -307,9 +315,8 @@ void SafetensorsWriter::write(const std::string& path) const {
     begins.push_back(pos);
     json shape = json::array();
     for (int64_t d : e.shape) shape.push_back(d);
-    h[e.name] = {{"dtype", dtype_name(e.dtype)},
-                 {"shape", shape},
-                 {"data_offsets", {pos, pos + e.nbytes}}};
+    h[e.name] = {
+        {"dtype", dtype_name(e.dtype)}, {"shape", shape}, {"data_offsets", {pos, pos + e.nbytes}}};
     pos += e.nbytes;
   }
   if (!metadata_.empty()) {
@@ -323,32 +330,34 @@ void SafetensorsWriter::write(const std::string& path) const {
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw Error(path + ": cannot create: " + std::strerror(errno));
-  auto fail = [&](const char* what) { throw Error(path + ": " + what + ": " + std::strerror(errno)); };
+  auto fail = [&](const char* what) {
+    throw Error(path + ": " + what + ": " + std::strerror(errno));
+  };
   try {
-  uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t(header.size()) >> (8 * i));
-  if (std::fwrite(len, 1, 8, f) != 8) fail("write failed");
-  if (std::fwrite(header.data(), 1, header.size(), f) != header.size()) fail("write failed");
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t(header.size()) >> (8 * i));
+    if (std::fwrite(len, 1, 8, f) != 8) fail("write failed");
+    if (std::fwrite(header.data(), 1, header.size(), f) != header.size()) fail("write failed");
 
-  constexpr size_t kChunk = size_t(16) << 20;
-  std::vector<uint8_t> buf;
-  size_t written = 0;
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    const Entry& e = entries_[i];
-    if (begins[i] > written) {  // alignment gap
-      static const uint8_t zeros[8] = {};
-      const size_t gap = begins[i] - written;
-      if (std::fwrite(zeros, 1, gap, f) != gap) fail("write failed");
-      written += gap;
+    constexpr size_t kChunk = size_t(16) << 20;
+    std::vector<uint8_t> buf;
+    size_t written = 0;
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      const Entry& e = entries_[i];
+      if (begins[i] > written) {  // alignment gap
+        static const uint8_t zeros[8] = {};
+        const size_t gap = begins[i] - written;
+        if (std::fwrite(zeros, 1, gap, f) != gap) fail("write failed");
+        written += gap;
+      }
+      for (size_t off = 0; off < e.nbytes; off += kChunk) {
+        const size_t n = std::min(kChunk, e.nbytes - off);
+        buf.resize(n);
+        e.fill(buf.data(), off, n);
+        if (std::fwrite(buf.data(), 1, n, f) != n) fail("write failed");
+      }
+      written += e.nbytes;
     }
-    for (size_t off = 0; off < e.nbytes; off += kChunk) {
-      const size_t n = std::min(kChunk, e.nbytes - off);
-      buf.resize(n);
-      e.fill(buf.data(), off, n);
-      if (std::fwrite(buf.data(), 1, n, f) != n) fail("write failed");
-    }
-    written += e.nbytes;
-  }
   } catch (...) {  // a failed write or a throwing fill: leave no partial file behind
     std::fclose(f);
     std::remove(tmp.c_str());

@@ -48,8 +48,8 @@ uint64_t fnv1a(const std::string& s) {
 // Approximately N(0, 1): the sum of four 16-bit uniforms (Irwin-Hall), bounded by +-2*sqrt(3).
 // Plenty for weights whose only job is to look like weights.
 inline float normal(uint64_t h) {
-  const float s = static_cast<float>((h & 0xFFFF) + ((h >> 16) & 0xFFFF) + ((h >> 32) & 0xFFFF) +
-                                     (h >> 48));
+  const float s =
+      static_cast<float>((h & 0xFFFF) + ((h >> 16) & 0xFFFF) + ((h >> 32) & 0xFFFF) + (h >> 48));
   return (s / 65536.0f - 2.0f) * 1.7320508f;
 }
 
@@ -72,7 +72,9 @@ class Generator {
  public:
   explicit Generator(const SyntheticOptions& o) : o_(o) {}
 
-  uint64_t tensor_seed(const std::string& name) const { return mix64(o_.seed * kGamma ^ fnv1a(name)); }
+  uint64_t tensor_seed(const std::string& name) const {
+    return mix64(o_.seed * kGamma ^ fnv1a(name));
+  }
 
   // Uniform random bytes (every E2M1 code is a valid value).
   SafetensorsWriter::Fill packed(const std::string& name) const {
@@ -159,16 +161,22 @@ class Generator {
     Group g;
     auto dense = [&](const std::string& n, int64_t rows, int64_t cols) {
       // N(0, 1/sqrt(fan_in)): keeps each projection's output at the scale of its input.
-      g.push_back({x + n, DType::kBF16, {rows, cols},
+      g.push_back({x + n,
+                   DType::kBF16,
+                   {rows, cols},
                    bf16(x + n, 0.0f, 1.0f / std::sqrt(static_cast<float>(cols)))});
     };
     dense("gate.weight", E, D);
-    g.push_back({x + "gate.e_score_correction_bias", DType::kF32, {E},
+    g.push_back({x + "gate.e_score_correction_bias",
+                 DType::kF32,
+                 {E},
                  f32(x + "gate.e_score_correction_bias", 0.01f)});
     dense("routed_expert_down_proj.weight", H, D);
     dense("routed_expert_up_proj.weight", D, H);
     if (c.latent_moe_use_norm)
-      g.push_back({x + "routed_expert_norm.weight", DType::kBF16, {H},
+      g.push_back({x + "routed_expert_norm.weight",
+                   DType::kBF16,
+                   {H},
                    bf16(x + "routed_expert_norm.weight", 1.0f, 0.05f)});
     if (Is > 0) {
       dense("shared_experts.gate_proj.weight", Is, D);
@@ -269,7 +277,8 @@ uint64_t write_synthetic_checkpoint(const SyntheticOptions& opts_in) {
     w.write((fs::path(o.out_dir) / name).string());
     if (o.progress) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
-      std::fprintf(stderr, "mxmoe gen: wrote %s (%.2f GB, %zu tensor groups) in %.1f s, %.2f GB/s\n",
+      std::fprintf(stderr,
+                   "mxmoe gen: wrote %s (%.2f GB, %zu tensor groups) in %.1f s, %.2f GB/s\n",
                    name.c_str(), w.data_bytes() / 1e9, shards[i].size(), s,
                    w.data_bytes() / 1e9 / std::max(s, 1e-9));
     }
@@ -279,7 +288,8 @@ uint64_t write_synthetic_checkpoint(const SyntheticOptions& opts_in) {
   write_text(fs::path(o.out_dir) / "config.json", config_to_json(o.cfg));
   if (o.progress) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "mxmoe gen: %s: %d MoE layer(s) x %d experts, %zu shard(s), %.2f GB in %.1f s\n",
+    std::fprintf(stderr,
+                 "mxmoe gen: %s: %d MoE layer(s) x %d experts, %zu shard(s), %.2f GB in %.1f s\n",
                  o.out_dir.c_str(), o.num_layers, o.cfg.num_experts, shards.size(), total / 1e9, s);
   }
   return total;

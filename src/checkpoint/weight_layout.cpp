@@ -43,9 +43,9 @@ void unfuse_w13(const Mxfp4View& w13, uint8_t* w1_packed, uint8_t* w1_scales, ui
                 uint8_t* w3_scales) {
   if (!w13.packed || !w13.scales) throw Error("unfuse_w13: w13 has null data");
   if (w13.rows <= 0 || w13.rows % (2 * kGateUpInterleave) != 0 || w13.k <= 0 || w13.k % 32 != 0)
-    throw Error("unfuse_w13: w13 is [" + std::to_string(w13.rows) + ", " +
-                std::to_string(w13.k) + "], need rows a positive multiple of " +
-                std::to_string(2 * kGateUpInterleave) + " and K a positive multiple of 32");
+    throw Error("unfuse_w13: w13 is [" + std::to_string(w13.rows) + ", " + std::to_string(w13.k) +
+                "], need rows a positive multiple of " + std::to_string(2 * kGateUpInterleave) +
+                " and K a positive multiple of 32");
   const size_t pb = w13.k / 2, sb = w13.k / 32;
   for (int i = 0; i < w13.rows / 2; ++i) {
     for (int up = 0; up < 2; ++up) {

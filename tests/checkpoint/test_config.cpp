@@ -93,10 +93,10 @@ TEST(Config, DeepSeekStyleAliases) {
 
 TEST(Config, OptionalFieldsTakeDefaults) {
   json tc = kimi_text_config();
-  for (const char* k : {"first_k_dense_replace", "intermediate_size", "num_expert_group",
-                        "topk_group", "moe_renormalize", "routed_scaling_factor",
-                        "activation_situ_beta", "activation_situ_linear_beta",
-                        "latent_moe_use_norm", "rms_norm_eps"})
+  for (const char* k :
+       {"first_k_dense_replace", "intermediate_size", "num_expert_group", "topk_group",
+        "moe_renormalize", "routed_scaling_factor", "activation_situ_beta",
+        "activation_situ_linear_beta", "latent_moe_use_norm", "rms_norm_eps"})
     tc.erase(k);
   tc["rms_norm_eps"] = nullptr;  // null counts as absent
   expect_kimi(parse_config(tc.dump(), "c"));
@@ -116,10 +116,9 @@ void expect_error(const json& doc, const std::string& field) {
 }
 
 TEST(Config, MissingRequiredFields) {
-  for (const char* k :
-       {"hidden_size", "routed_expert_hidden_size", "moe_intermediate_size", "num_experts",
-        "num_shared_experts", "num_experts_per_token", "num_hidden_layers", "hidden_act",
-        "moe_router_activation_func"}) {
+  for (const char* k : {"hidden_size", "routed_expert_hidden_size", "moe_intermediate_size",
+                        "num_experts", "num_shared_experts", "num_experts_per_token",
+                        "num_hidden_layers", "hidden_act", "moe_router_activation_func"}) {
     json tc = kimi_text_config();
     tc.erase(k);
     expect_error(tc, k);
@@ -133,24 +132,24 @@ TEST(Config, BadValues) {
     json value;
   };
   const Case cases[] = {
-      {"hidden_size", 7000},                     // not a multiple of 32
+      {"hidden_size", 7000},  // not a multiple of 32
       {"routed_expert_hidden_size", 3583},
       {"moe_intermediate_size", 0},
       {"moe_intermediate_size", -64},
       {"num_experts", 0},
-      {"num_experts_per_token", 897},            // top-k > experts
+      {"num_experts_per_token", 897},  // top-k > experts
       {"num_experts_per_token", 0},
       {"num_shared_experts", -1},
       {"num_hidden_layers", 0},
       {"first_k_dense_replace", 94},
-      {"num_expert_group", 8},                   // group-limited routing: unsupported
+      {"num_expert_group", 8},  // group-limited routing: unsupported
       {"moe_router_activation_func", "softmax"},
       {"hidden_act", "silu"},
       {"activation_situ_beta", 0.0},
       {"activation_situ_linear_beta", -25.0},
       {"routed_scaling_factor", 0.0},
       {"rms_norm_eps", 0.0},
-      {"hidden_size", "7168"},                   // wrong JSON types
+      {"hidden_size", "7168"},  // wrong JSON types
       {"hidden_size", 7168.5},
       {"num_experts", 1e12},
       {"num_experts", 99999999999},

@@ -113,15 +113,14 @@ TEST_F(MoeLayerTest, DenseOrOutOfRangeLayerIsAnError) {
 
 TEST_F(MoeLayerTest, LanguageModelPrefix) {
   ScratchDir d;
-  test::rewrite_checkpoint(dir(), d.path(), [](test::TensorEdit& e) {
-    e.name = "language_model." + e.name;
-  });
+  test::rewrite_checkpoint(dir(), d.path(),
+                           [](test::TensorEdit& e) { e.name = "language_model." + e.name; });
   auto ck = Checkpoint::open(d.path());
   const ModelConfig cfg = load_config(d.path() + "/config.json");
   const MoeLayer m = load_moe_layer(*ck, cfg, 2, LayerScope::kBlock);
-  EXPECT_EQ(m.experts[5].w2.packed,
-            ck->find("language_model.model.layers.2.block_sparse_moe.experts.5.w2.weight_packed")
-                ->data);
+  EXPECT_EQ(
+      m.experts[5].w2.packed,
+      ck->find("language_model.model.layers.2.block_sparse_moe.experts.5.w2.weight_packed")->data);
   EXPECT_TRUE(m.has_block);
 }
 
@@ -156,8 +155,7 @@ TEST_F(MoeLayerTest, MissingTensor) {
 TEST_F(MoeLayerTest, MissingBlockTensorOnlyMattersForBlockScope) {
   ScratchDir d;
   test::rewrite_checkpoint(dir(), d.path(), [&](test::TensorEdit& e) {
-    if (e.name == "model.layers.1.block_sparse_moe.shared_experts.down_proj.weight")
-      e.name.clear();
+    if (e.name == "model.layers.1.block_sparse_moe.shared_experts.down_proj.weight") e.name.clear();
   });
   auto ck = Checkpoint::open(d.path());
   EXPECT_NO_THROW(load_moe_layer(*ck, load_config(d.file("config.json")), 1, LayerScope::kExperts));

@@ -15,9 +15,9 @@ using test::ScratchDir;
 using test::write_file;
 
 TEST(Safetensors, DTypeNamesRoundTrip) {
-  const DType all[] = {DType::kBool, DType::kU8,   DType::kI8,  DType::kI16,
-                       DType::kI32,  DType::kI64,  DType::kF16, DType::kBF16,
-                       DType::kF32,  DType::kF64,  DType::kF8E4M3};
+  const DType all[] = {DType::kBool, DType::kU8,  DType::kI8,    DType::kI16,
+                       DType::kI32,  DType::kI64, DType::kF16,   DType::kBF16,
+                       DType::kF32,  DType::kF64, DType::kF8E4M3};
   const size_t sizes[] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 1};
   for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) {
     DType back;
@@ -32,9 +32,9 @@ TEST(Safetensors, DTypeNamesRoundTrip) {
 
 TEST(Safetensors, WriterReaderRoundTripEveryDtype) {
   ScratchDir dir;
-  const DType all[] = {DType::kBool, DType::kU8,   DType::kI8,  DType::kI16,
-                       DType::kI32,  DType::kI64,  DType::kF16, DType::kBF16,
-                       DType::kF32,  DType::kF64,  DType::kF8E4M3};
+  const DType all[] = {DType::kBool, DType::kU8,  DType::kI8,    DType::kI16,
+                       DType::kI32,  DType::kI64, DType::kF16,   DType::kBF16,
+                       DType::kF32,  DType::kF64, DType::kF8E4M3};
   SafetensorsWriter w;
   std::vector<std::string> payload;
   // Odd element counts, so that 8-byte alignment padding is exercised between tensors.
@@ -175,14 +175,14 @@ TEST(SafetensorsMalformed, InvalidJson) {
 
 TEST(SafetensorsMalformed, NonObjectEntries) {
   expect_bad(raw_safetensors("{\"w\": 5}", ""), {"'w'", "not a JSON object"});
-  expect_bad(raw_safetensors("{\"w\": {\"dtype\": 3, \"shape\": [1], \"data_offsets\": [0, 1]}}",
-                             "x"),
-             {"'w'", "dtype"});
+  expect_bad(
+      raw_safetensors("{\"w\": {\"dtype\": 3, \"shape\": [1], \"data_offsets\": [0, 1]}}", "x"),
+      {"'w'", "dtype"});
   expect_bad(raw_safetensors("{\"w\": {\"dtype\": \"U8\", \"data_offsets\": [0, 1]}}", "x"),
              {"'w'", "shape"});
-  expect_bad(raw_safetensors("{\"w\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [0]}}",
-                             "x"),
-             {"'w'", "data_offsets"});
+  expect_bad(
+      raw_safetensors("{\"w\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [0]}}", "x"),
+      {"'w'", "data_offsets"});
   expect_bad(raw_safetensors("{\"__metadata__\": [1]}", ""), {"__metadata__"});
   expect_bad(raw_safetensors("{\"__metadata__\": {\"k\": 1}}", ""), {"__metadata__", "'k'"});
 }
@@ -194,10 +194,10 @@ TEST(SafetensorsMalformed, UnknownDtype) {
 }
 
 TEST(SafetensorsMalformed, NegativeOrNonIntegerShape) {
-  expect_bad(raw_safetensors(
-                 "{\"w\": {\"dtype\": \"U8\", \"shape\": [-4, -4], \"data_offsets\": [0, 16]}}",
-                 k16),
-             {"'w'", "shape"});
+  expect_bad(
+      raw_safetensors(
+          "{\"w\": {\"dtype\": \"U8\", \"shape\": [-4, -4], \"data_offsets\": [0, 16]}}", k16),
+      {"'w'", "shape"});
   expect_bad(raw_safetensors(
                  "{\"w\": {\"dtype\": \"U8\", \"shape\": [4.5], \"data_offsets\": [0, 16]}}", k16),
              {"'w'", "shape"});
@@ -248,6 +248,20 @@ TEST(SafetensorsMalformed, TruncatedRealFile) {
   expect_bad(bytes, {"'b'", "past the end"});
 }
 
+TEST(SafetensorsMalformed, HostileValuesKeepMessagesOneLine) {
+  // A million nested arrays as a shape: reported without recursing through it.
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  expect_bad(
+      raw_safetensors(
+          "{\"w\": {\"dtype\": \"U8\", \"shape\": " + deep + ", \"data_offsets\": [0, 16]}}", k16),
+      {"'w'", "shape"});
+  // A control character in a tensor name is escaped (expect_bad checks the message has no '\n').
+  expect_bad(raw_safetensors("{\"bad\\nname\": {\"dtype\": \"X\", \"shape\": [1], "
+                             "\"data_offsets\": [0, 1]}}",
+                             k16),
+             {"bad\\x0aname", "unknown dtype"});
+}
+
 TEST(SafetensorsMalformed, MissingFileNamesPath) {
   try {
     SafetensorsFile::open("/nonexistent/dir/m.safetensors");
@@ -263,8 +277,8 @@ TEST(SafetensorsMalformed, GapsAndEmptyTensorsAreAccepted) {
       "{\"a\": {\"dtype\": \"U8\", \"shape\": [4], \"data_offsets\": [8, 12]}, "
       "\"e\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [9, 9]}}",
       k16);
-  auto f = SafetensorsFile::from_memory(reinterpret_cast<const uint8_t*>(img.data()), img.size(),
-                                        "m");
+  auto f =
+      SafetensorsFile::from_memory(reinterpret_cast<const uint8_t*>(img.data()), img.size(), "m");
   EXPECT_EQ(f->tensors().size(), 2u);
 }
 

@@ -87,7 +87,8 @@ TEST(Synthetic, LayoutIndexAndShards) {
       for (const char* w : {"w1.weight_scale", "w2.weight_packed", "w2.weight_scale",
                             "w3.weight_packed", "w3.weight_scale"})
         EXPECT_EQ(ck->find(x + w)->file, first->file) << x + w;
-      if (prev && (first->file < prev->file || (first->file == prev->file && first->data < prev->data)))
+      if (prev &&
+          (first->file < prev->file || (first->file == prev->file && first->data < prev->data)))
         ++inversions;
       prev = first;
     }
@@ -177,7 +178,8 @@ TEST(Synthetic, NoWideRowsWhenFractionIsZero) {
   o.wide_row_fraction = 0.0;
   write_synthetic_checkpoint(o);
   auto ck = Checkpoint::open(d.path());
-  const MoeLayer m = load_moe_layer(*ck, load_config(d.file("config.json")), 1, LayerScope::kExperts);
+  const MoeLayer m =
+      load_moe_layer(*ck, load_config(d.file("config.json")), 1, LayerScope::kExperts);
   ScaleSpreadStats s;
   for (const ExpertView& e : m.experts) s.add(e.w1);
   EXPECT_EQ(s.rows_outside_window, 0);
