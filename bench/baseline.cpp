@@ -1,0 +1,122 @@
+// bench/baseline.cpp: cuBLAS per-expert baselines on pre-dequantized weights (see baseline.h).
+#include "baseline.h"
+
+#include "mxmoe/common.h"
+
+namespace mxmoe::bench {
+
+double baseline_bf16_weight_bytes(const Layout& l) {
+  return 3.0 * kLatent * l.intermediate * 2.0 * l.experts_local;
+}
+
+Baselines::Baselines(const Layout& l, const WeightPool& pool, Blas& blas, Fp8Gemm& fp8,
+                     int64_t max_pairs, cudaStream_t s)
+    : l_(l), blas_(blas), fp8_(fp8), max_pairs_(max_pairs) {
+  const size_t E = l.experts_local, I = l.intermediate, K = kLatent, P = max_pairs;
+  w13b_ = DevBuf(E * 2 * I * K * 2, "baseline BF16 w13");
+  w2b_ = DevBuf(E * K * I * 2, "baseline BF16 w2");
+  w13f_ = DevBuf(E * 2 * I * K, "baseline FP8 w13");
+  s13_ = DevBuf(E * 2 * I * 4, "baseline FP8 w13 row scales");
+  w2f_ = DevBuf(E * K * I, "baseline FP8 w2");
+  s2_ = DevBuf(E * K * 4, "baseline FP8 w2 row scales");
+  xb_ = DevBuf(P * K * 2, "baseline BF16 X");
+  ab_ = DevBuf(P * I * 2, "baseline BF16 A");
+  hb_ = DevBuf(P * 2 * I * 2, "baseline H");
+  yb_ = DevBuf(P * K * 2, "baseline Y");
+  xf_ = DevBuf(P * K, "baseline FP8 X");
+  af_ = DevBuf(P * I, "baseline FP8 A");
+  ones_ = DevBuf(P * 4, "baseline FP8 activation scales");
+
+  // The raw MXFP4 pool on the device, then one dequantization per local expert.
+  const size_t pk = I * K / 2, sc = I * K / 32;  // bytes of one projection's packed / scales
+  DevBuf raw(kWeightPool * 3 * (pk + sc), "baseline MXFP4 staging");
+  uint8_t* r = raw.as<uint8_t>();
+  auto at = [&](int p, int which, bool scales) {  // which: 0 w1, 1 w3, 2 w2
+    return r + (static_cast<size_t>(p) * 3 + which) * (pk + sc) + (scales ? pk : 0);
+  };
+  for (int p = 0; p < kWeightPool; ++p) {
+    const Mxfp4View* v[3] = {&pool.w1(p), &pool.w3(p), &pool.w2(p)};
+    for (int w = 0; w < 3; ++w) {
+      BENCH_CUDA(cudaMemcpy(at(p, w, false), v[w]->packed, pk, cudaMemcpyHostToDevice));
+      BENCH_CUDA(cudaMemcpy(at(p, w, true), v[w]->scales, sc, cudaMemcpyHostToDevice));
+    }
+  }
+  for (size_t e = 0; e < E; ++e) {
+    const int p = static_cast<int>(e % kWeightPool);
+    uint16_t* w13b = w13b_.as<uint16_t>() + e * 2 * I * K;
+    uint8_t* w13f = w13f_.as<uint8_t>() + e * 2 * I * K;
+    float* s13 = s13_.as<float>() + e * 2 * I;
+    for (int w = 0; w < 2; ++w) {  // gate rows [0, I), up rows [I, 2I)
+      dequant_mxfp4_bf16(at(p, w, false), at(p, w, true), I, K, w13b + w * I * K, s);
+      dequant_mxfp4_e4m3(at(p, w, false), at(p, w, true), I, K, w13f + w * I * K, s13 + w * I, s);
+    }
+    dequant_mxfp4_bf16(at(p, 2, false), at(p, 2, true), K, I, w2b_.as<uint16_t>() + e * K * I, s);
+    dequant_mxfp4_e4m3(at(p, 2, false), at(p, 2, true), K, I, w2f_.as<uint8_t>() + e * K * I,
+                       s2_.as<float>() + e * K, s);
+    BENCH_CUDA(cudaGetLastError());
+  }
+  fill_bf16(xb_.as<uint16_t>(), P * K, 21, 2.0f, s);
+  fill_bf16(ab_.as<uint16_t>(), P * I, 22, 2.0f, s);
+  fill_e4m3(xf_.as<uint8_t>(), P * K, 23, 2.0f, s);
+  fill_e4m3(af_.as<uint8_t>(), P * I, 24, 2.0f, s);
+  fill_f32(ones_.as<float>(), P, 1.0f, s);
+  BENCH_CUDA(cudaGetLastError());
+  BENCH_CUDA(cudaStreamSynchronize(s));  // `raw` is freed on return
+}
+
+bool Baselines::plan_fp8(const std::vector<int>& counts) {
+  const int I = l_.intermediate, K = kLatent;
+  bool ok = true;
+  for (int c : counts)
+    if (c > 0) ok = fp8_.plan(2 * I, c, K) && fp8_.plan(K, c, I) && ok;
+  return ok;
+}
+
+void Baselines::enqueue_bf16(const std::vector<int>& counts, cudaStream_t s) {
+  const size_t I = l_.intermediate, K = kLatent;
+  size_t o = 0;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    const int c = counts[e];
+    if (c == 0) continue;
+    if (o + c > static_cast<size_t>(max_pairs_)) throw Error("bench: baseline rows exceed max_pairs");
+    blas_.gemm_bf16(2 * I, c, K, w13b_.as<uint16_t>() + e * 2 * I * K, xb_.as<uint16_t>() + o * K,
+                    hb_.as<uint16_t>() + o * 2 * I, s);
+    blas_.gemm_bf16(K, c, I, w2b_.as<uint16_t>() + e * K * I, ab_.as<uint16_t>() + o * I,
+                    yb_.as<uint16_t>() + o * K, s);
+    o += c;
+  }
+}
+
+void Baselines::enqueue_fp8(const std::vector<int>& counts, cudaStream_t s) {
+  const size_t I = l_.intermediate, K = kLatent;
+  size_t o = 0;
+  const float* one = ones_.as<float>();  // per-tensor mode reads only the first entry
+  for (size_t e = 0; e < counts.size(); ++e) {
+    const int c = counts[e];
+    if (c == 0) continue;
+    if (o + c > static_cast<size_t>(max_pairs_)) throw Error("bench: baseline rows exceed max_pairs");
+    fp8_.run(2 * I, c, K, w13f_.as<uint8_t>() + e * 2 * I * K, s13_.as<float>() + e * 2 * I,
+             xf_.as<uint8_t>() + o * K, one, hb_.as<uint16_t>() + o * 2 * I, s);
+    fp8_.run(K, c, I, w2f_.as<uint8_t>() + e * K * I, s2_.as<float>() + e * K,
+             af_.as<uint8_t>() + o * I, one, yb_.as<uint16_t>() + o * K, s);
+    o += c;
+  }
+}
+
+double Baselines::bytes_bf16(const std::vector<int>& counts) const {
+  const double I = l_.intermediate, K = kLatent;
+  double b = 0;
+  for (int c : counts)
+    if (c > 0) b += 3 * K * I * 2 + c * (K * 2 + 2 * I * 2 + I * 2 + K * 2);
+  return b;
+}
+
+double Baselines::bytes_fp8(const std::vector<int>& counts) const {
+  const double I = l_.intermediate, K = kLatent;
+  double b = 0;
+  for (int c : counts)
+    if (c > 0) b += 3 * K * I + (2 * I + K) * 4 + c * (K + 2 * I * 2 + I + K * 2);
+  return b;
+}
+
+}  // namespace mxmoe::bench

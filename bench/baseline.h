@@ -1,0 +1,54 @@
+// bench/baseline.h: what a user could run instead of mxmoe: cuBLAS GEMMs per expert on weights
+// dequantized ahead of time (the memory-hungry option), for the same routing as the case.
+//
+// Per local expert e with c_e > 0 pairs (rows o_e .. o_e + c_e of the gathered activations),
+// in expert order, both GEMMs of the expert:
+//   BF16: H[c_e, 2I] = X[c_e, K] . W13_e[2I, K]^T ; Y[c_e, K] = A[c_e, I] . W2_e[K, I]^T
+//   FP8 : the same with E4M3 X / A / weights, per-row weight scales (per-tensor if cublasLt lacks
+//         outer-vector scaling: blas.h), BF16 outputs.
+// Counted: the GEMMs only. Not counted: the gather of token rows, SiTU between the GEMMs, the
+// FP8 quantization of activations and the weighted combine (A is a separate pre-filled buffer).
+// So a baseline time is a LOWER bound of a real cuBLAS MoE, and mxmoe's ratio to it is
+// conservative. The per-expert counts are taken from the host (the baseline is told the routing;
+// a real engine would have to read them back or run a grouped GEMM).
+// W13_e = [w1; w3] (gate rows first), dequantized exactly (device_util.h).
+// Memory: E_local x 3 x K x I x (2 + 1) bytes of weights; bench.cpp skips layouts above a cap.
+#pragma once
+
+#include <vector>
+
+#include "blas.h"
+#include "workload.h"
+
+namespace mxmoe::bench {
+
+// BF16 weight bytes of a layout's baseline (the number the cap is checked against).
+double baseline_bf16_weight_bytes(const Layout& l);
+
+class Baselines {
+ public:
+  // Uploads the pool, dequantizes every local expert, fills activations for up to max_pairs rows.
+  Baselines(const Layout& l, const WeightPool& pool, Blas& blas, Fp8Gemm& fp8, int64_t max_pairs,
+            cudaStream_t s);
+
+  // Host-side planning for the FP8 shapes of this routing (call before capture). False: cublasLt
+  // has no algorithm for one of them (the FP8 baseline of the case is then skipped).
+  bool plan_fp8(const std::vector<int>& counts);
+  void enqueue_bf16(const std::vector<int>& counts, cudaStream_t s);
+  void enqueue_fp8(const std::vector<int>& counts, cudaStream_t s);
+
+  // Bytes the baseline itself must move for these counts: weights of the touched experts,
+  // gathered inputs and outputs of both GEMMs.
+  double bytes_bf16(const std::vector<int>& counts) const;
+  double bytes_fp8(const std::vector<int>& counts) const;
+
+ private:
+  Layout l_;
+  Blas& blas_;
+  Fp8Gemm& fp8_;
+  int64_t max_pairs_;
+  DevBuf w13b_, w2b_, w13f_, s13_, w2f_, s2_;
+  DevBuf xb_, ab_, hb_, yb_, xf_, af_, ones_;
+};
+
+}  // namespace mxmoe::bench

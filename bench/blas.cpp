@@ -1,0 +1,128 @@
+// bench/blas.cpp: cuBLAS / cublasLt wrappers (see blas.h).
+#include "blas.h"
+
+#include "mxmoe/common.h"
+
+namespace mxmoe::bench {
+namespace {
+// cuBLAS needs a caller-owned workspace to be capturable; 32 MiB covers its split-K kernels.
+constexpr size_t kWorkspace = size_t{32} << 20;
+}  // namespace
+
+Blas::Blas(cudaStream_t s) : ws_(kWorkspace, "the cuBLAS workspace"),
+                             lt_ws_(kWorkspace, "the cublasLt workspace") {
+  BENCH_CUBLAS(cublasCreate(&h_));
+  BENCH_CUBLAS(cublasLtCreate(&lt_));
+  BENCH_CUBLAS(cublasSetStream(h_, s));
+  BENCH_CUBLAS(cublasSetWorkspace(h_, ws_.get(), ws_.bytes()));
+}
+
+Blas::~Blas() {
+  if (lt_) cublasLtDestroy(lt_);
+  if (h_) cublasDestroy(h_);
+}
+
+void Blas::gemm_bf16(int m, int n, int k, const void* W, const void* X, void* Y, cudaStream_t s) {
+  const float alpha = 1.0f, beta = 0.0f;
+  BENCH_CUBLAS(cublasSetStream(h_, s));
+  BENCH_CUBLAS(cublasGemmEx(h_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, W, CUDA_R_16BF, k, X,
+                            CUDA_R_16BF, k, &beta, Y, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
+}
+
+std::string Fp8Config::describe() const {
+  return std::string(outer_vec ? "per-row weight x per-token activation scales (outer vector)"
+                               : "per-tensor scales") +
+         (fast_accum ? ", fast accumulation" : ", full accumulation");
+}
+
+Fp8Gemm::~Fp8Gemm() {
+  for (auto& [shape, p] : plans_) {
+    if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+    if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+    if (p.c) cublasLtMatrixLayoutDestroy(p.c);
+    if (p.desc) cublasLtMatmulDescDestroy(p.desc);
+  }
+}
+
+bool Fp8Gemm::plan(int m, int n, int k) {
+  const auto key = std::make_tuple(m, n, k);
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second.ok;
+  Plan& p = plans_[key];
+  BENCH_CUBLAS(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  const int8_t fast = cfg_.fast_accum ? 1 : 0;
+  BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
+                                              sizeof fast));
+  if (cfg_.outer_vec) {
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
+                                                sizeof mode));
+    BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
+                                                sizeof mode));
+  }
+  // The heuristic may look at the scale pointers' presence: give it placeholders of the right
+  // kind (replaced per call in run()).
+  const void* dummy = blas_.lt_workspace();
+  BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &dummy,
+                                              sizeof dummy));
+  BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dummy,
+                                              sizeof dummy));
+  BENCH_CUBLAS(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, m, k));
+  BENCH_CUBLAS(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, n, k));
+  BENCH_CUBLAS(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_16BF, m, n, m));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  BENCH_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t ws = blas_.lt_workspace_bytes();
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic(blas_.lt(), p.desc, p.a, p.b, p.c, p.c, pref, 1, &result,
+                                        &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  // NOT_SUPPORTED / no result: this configuration cannot run the shape; anything else is an error.
+  if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED &&
+      st != CUBLAS_STATUS_INVALID_VALUE)
+    BENCH_CUBLAS(st);
+  p.ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (p.ok) p.algo = result.algo;
+  return p.ok;
+}
+
+void Fp8Gemm::run(int m, int n, int k, const uint8_t* W, const float* w_scale, const uint8_t* X,
+                  const float* x_scale, void* Y, cudaStream_t s) {
+  auto it = plans_.find(std::make_tuple(m, n, k));
+  if (it == plans_.end() || !it->second.ok)
+    throw Error("bench: no cublasLt FP8 plan for m=" + std::to_string(m) + " n=" +
+                std::to_string(n) + " k=" + std::to_string(k) + " (" + cfg_.describe() + ")");
+  Plan& p = it->second;
+  BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                              &w_scale, sizeof w_scale));
+  BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                              &x_scale, sizeof x_scale));
+  const float alpha = 1.0f, beta = 0.0f;
+  BENCH_CUBLAS(cublasLtMatmul(blas_.lt(), p.desc, &alpha, W, p.a, X, p.b, &beta, Y, p.c, Y, p.c,
+                              &p.algo, blas_.lt_workspace(), blas_.lt_workspace_bytes(), s));
+}
+
+Fp8Config choose_fp8_config(Blas& blas, const std::vector<std::tuple<int, int, int>>& probes,
+                            bool want_outer_vec) {
+  std::vector<Fp8Config> tries;
+  if (want_outer_vec) tries.push_back({true, true}), tries.push_back({true, false});
+  tries.push_back({false, true});
+  tries.push_back({false, false});
+  for (const Fp8Config& c : tries) {
+    Fp8Gemm g(blas, c);
+    bool ok = true;
+    for (const auto& [m, n, k] : probes) ok = ok && g.plan(m, n, k);
+    if (ok) return c;
+  }
+  throw Error("bench: cublasLt offers no FP8 (E4M3 x E4M3 -> BF16) algorithm on this device");
+}
+
+}  // namespace mxmoe::bench
