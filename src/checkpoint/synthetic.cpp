@@ -80,10 +80,16 @@ class Generator {
   SafetensorsWriter::Fill packed(const std::string& name) const {
     const uint64_t s = tensor_seed(name);
     return [s](uint8_t* dst, size_t off, size_t n) {
-      for (size_t i = 0; i < n; ++i) {
-        const size_t p = off + i;
-        dst[i] = static_cast<uint8_t>(stream(s, p / 8) >> (8 * (p % 8)));
+      // Byte p is byte p % 8 (little-endian) of word p / 8; whole words take the fast path.
+      size_t i = 0;
+      for (; i < n && (off + i) % 8 != 0; ++i)
+        dst[i] = static_cast<uint8_t>(stream(s, (off + i) / 8) >> (8 * ((off + i) % 8)));
+      for (; i + 8 <= n; i += 8) {
+        const uint64_t w = stream(s, (off + i) / 8);
+        for (int b = 0; b < 8; ++b) dst[i + b] = static_cast<uint8_t>(w >> (8 * b));
       }
+      for (; i < n; ++i)
+        dst[i] = static_cast<uint8_t>(stream(s, (off + i) / 8) >> (8 * ((off + i) % 8)));
     };
   }
 
@@ -94,10 +100,14 @@ class Generator {
     const uint64_t wide_cut =
         static_cast<uint64_t>(std::ldexp(std::min(std::max(o.wide_row_fraction, 0.0), 1.0), 32));
     return [s, o, blocks, wide_cut](uint8_t* dst, size_t off, size_t n) {
+      uint64_t cached_row = ~uint64_t(0), hr = 0;
       for (size_t i = 0; i < n; ++i) {
         const size_t p = off + i;
         const uint64_t r = p / blocks, j = p % blocks;
-        const uint64_t hr = stream(s, 2 * r);  // even counters: rows; odd: blocks
+        if (r != cached_row) {
+          cached_row = r;
+          hr = stream(s, 2 * r);  // even counters: rows; odd: blocks
+        }
         const int base = kUe8m0Bias + o.scale_base_offset +
                          static_cast<int>(hr % (2 * o.scale_row_jitter + 1)) - o.scale_row_jitter;
         const bool wide = (hr >> 32) < wide_cut;
@@ -117,12 +127,19 @@ class Generator {
   SafetensorsWriter::Fill bf16(const std::string& name, float mean, float stddev) const {
     const uint64_t s = tensor_seed(name);
     return [s, mean, stddev](uint8_t* dst, size_t off, size_t n) {
-      // Byte-wise, so any chunking works (the writer cuts 16 MB chunks, but need not).
-      for (size_t i = 0; i < n; ++i) {
-        const size_t p = off + i;
-        const uint16_t b = float_to_bf16(mean + stddev * normal(stream(s, p / 2)));
-        dst[i] = static_cast<uint8_t>(b >> (8 * (p % 2)));  // little-endian
+      auto value = [&](size_t e) { return float_to_bf16(mean + stddev * normal(stream(s, e))); };
+      // Any chunking works: a chunk may start or end in the middle of an element.
+      size_t i = 0;
+      if (n > 0 && off % 2 != 0) {
+        dst[0] = static_cast<uint8_t>(value(off / 2) >> 8);
+        i = 1;
       }
+      for (; i + 2 <= n; i += 2) {
+        const uint16_t b = value((off + i) / 2);
+        dst[i] = static_cast<uint8_t>(b);  // little-endian
+        dst[i + 1] = static_cast<uint8_t>(b >> 8);
+      }
+      if (i < n) dst[i] = static_cast<uint8_t>(value((off + i) / 2));
     };
   }
 
