@@ -312,7 +312,7 @@ int run_bench(int argc, char** argv) {
 
   char note[300];
   std::snprintf(note, sizeof note,
-                "timing: one CUDA graph per case, 3 warm-up replays, %zu MiB memset before every "
+                "timing: one CUDA graph per case, 2 warm-up replays, %zu MiB memset before every "
                 "replay (L2 flush, untimed), CUDA events per replay, median (reps in CSV/JSON)",
                 flush.bytes() >> 20);
   rep.notes.push_back(note);

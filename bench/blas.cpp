@@ -50,26 +50,25 @@ bool Fp8Gemm::plan(int m, int n, int k) {
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.ok;
   Plan& p = plans_[key];
   BENCH_CUBLAS(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  // Attributes this cuBLAS may not know (scale modes, fast accumulation) make the configuration
+  // unsupported rather than the run failed: choose_fp8_config then tries the next one.
+  auto set = [&](cublasLtMatmulDescAttributes_t a, const void* v, size_t bytes) {
+    return cublasLtMatmulDescSetAttribute(p.desc, a, v, bytes) == CUBLAS_STATUS_SUCCESS;
+  };
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   const int8_t fast = cfg_.fast_accum ? 1 : 0;
-  BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
-                                              sizeof fast));
-  if (cfg_.outer_vec) {
-    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
-                                                sizeof mode));
-    BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
-                                                sizeof mode));
-  }
-  // The heuristic may look at the scale pointers' presence: give it placeholders of the right
-  // kind (replaced per call in run()).
+  const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  // The heuristic may look at the scale pointers' presence: placeholders, replaced in run().
   const void* dummy = blas_.lt_workspace();
-  BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &dummy,
-                                              sizeof dummy));
-  BENCH_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dummy,
-                                              sizeof dummy));
+  bool attrs = set(CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) &&
+               set(CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) &&
+               set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast) &&
+               set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &dummy, sizeof dummy) &&
+               set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dummy, sizeof dummy);
+  if (attrs && cfg_.outer_vec)
+    attrs = set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode) &&
+            set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode);
+  if (!attrs) return false;
   BENCH_CUBLAS(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, m, k));
   BENCH_CUBLAS(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, n, k));
   BENCH_CUBLAS(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_16BF, m, n, m));

@@ -84,7 +84,7 @@ const char* usage_text() {
          "  --router R,..    ids (top-k ids given) or gpu (router logits, top-k on the GPU) [both]\n"
          "  --quick          ep16,tp8ep4 x T 1,64,4096 x uniform x ids (explicit flags override)\n"
          "  --reps N         timed replays per case [50 for T<=64, 30 for T<=512, 10 above]\n"
-         "  --budget S       seconds of timed replays per case before reps shrink [4; floors:\n"
+         "  --budget S       seconds of timed replays per case before reps shrink [2; floors:\n"
          "                   20 reps for T<=64, 5 above]\n"
          "  --seed N         weights / inputs / routing seed [1234]\n"
          "  --no-baselines   skip the cuBLAS per-expert baselines\n"
@@ -139,7 +139,7 @@ BenchOptions parse_options(int argc, char** argv, int first) {
     o.tokens = {1, 64, 4096};
     o.routing = {"uniform"};
     o.router = {"ids"};
-    o.case_budget_s = 1.5;
+    o.case_budget_s = 1.0;
   }
   for (const auto& [name, v] : given) {
     if (name == "layouts") o.layouts = choices(name, v, kLayouts);

@@ -20,7 +20,7 @@ struct BenchOptions {
   std::vector<std::string> router;    // "ids" (caller's top-k) or "gpu" (router logits on GPU)
   bool quick = false;
   int reps = 0;                       // 0: by token count (see timing.h)
-  double case_budget_s = 4.0;         // cap on timed seconds per case (never below min reps)
+  double case_budget_s = 2.0;         // cap on timed seconds per case (never below min reps)
   uint64_t seed = 1234;
   bool baselines = true;
   double baseline_cap_gb = 16.0;      // skip baselines whose BF16 weights exceed this

@@ -1,7 +1,7 @@
 // bench/timing.h: how every number of `mxmoe bench` is timed.
 //
 // The work of one case is captured once into a CUDA graph (engines replay graphs; run_moe is
-// capturable by contract), then: `warmup` replays, one probe replay, and N timed replays. Before
+// capturable by contract), then: 2 warm-up replays, one probe replay, and N timed replays. Before
 // every replay (timed or not) the L2 flusher writes a buffer of twice the L2 size, outside the
 // timed window, so weights and activations come from HBM as they would in a model where other
 // layers ran in between. Each timed replay sits between its own pair of CUDA events; the result is
@@ -23,7 +23,7 @@ struct TimingPolicy {
   int reps = 10;       // wanted replays
   int min_reps = 5;    // floor when the budget shrinks them
   double budget_s = 4.0;
-  int warmup = 3;
+  int warmup = 2;
   bool fixed = false;  // --reps given: exactly `reps`
 };
 TimingPolicy policy_for_tokens(int tokens, int reps_flag, double budget_s);
