@@ -35,9 +35,11 @@ fi
 grep -q "CUDA kernels ON" "$LOG/configure.log" || note "configure: WARNING CUDA kernels OFF"
 
 targets=(mxmoe)
+# (a file, not a pipe into grep -q: with pipefail, grep's early exit would fail the pipeline)
+ninja -C "$B" -t targets all > "$B/targets.txt" 2>/dev/null
 for t in test_gpu_glue_kernels test_gpu_arch_gate test_gpu_moe_reference test_gpu_moe_graph \
          test_sm90_grouped_gemm; do
-  ninja -C "$B" -t targets all 2>/dev/null | grep -q "^$t:" && targets+=("$t")
+  grep -q "^$t:" "$B/targets.txt" && targets+=("$t")
 done
 if ! ninja -C "$B" -j"$JOBS" "${targets[@]}" > "$LOG/build.log" 2>&1; then
   grep -E "error|FAILED" "$LOG/build.log" | head -20; note "build: FAILED (build.log) $(elapsed)"
@@ -52,7 +54,7 @@ ctest "${ctest_args[@]}" > "$LOG/ctest.log" 2>&1
 ctest_rc=$?
 # ctest --output-on-failure hides passing tests' output: rerun nothing, but collect the metric
 # lines from the per-test logs ctest keeps.
-grep -h "^\[metrics\]\|^\[route\]\|^\[determinism\]\|^\[arch\]" "$B/Testing/Temporary/LastTest.log" \
+grep -h "^\[metrics\]\|^\[route\]\|^\[determinism\]\|^\[arch\]\|^\[issue-bar\]" "$B/Testing/Temporary/LastTest.log" \
   > "$LOG/metrics.txt" 2>/dev/null || true
 tests_line=$(grep -E "tests passed|tests failed" "$LOG/ctest.log" | tail -1)
 skipped=$(grep -c "Skipped\|NOT run" "$LOG/ctest.log" || true)
