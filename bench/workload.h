@@ -10,8 +10,11 @@
 //
 // Distributions of the local picks (distinct per token):
 //   uniform: every local expert equally likely;
-//   skewed:  kHotExperts local experts (a seeded random choice) draw kHotShare of the picks, the
-//            others share the rest (so at EP16, 80% of the tokens go to 8 of 56 experts).
+//   skewed:  each pick is one of kHotExperts local experts (a seeded random choice) with
+//            probability kHotShare, else one of the others; repeats within a token are redrawn.
+//            At EP16 80% of the tokens go to 8 of 56 experts; with 4 picks per token (TP8xEP4)
+//            the redraws lower the hot share a little; with 16 (full) every token takes all 8 hot
+//            experts and 8 cold ones, so the hot share is 50% there.
 //
 // Weights: random E2M1 bytes (every code, both signs) and UE8M0 scale bytes 119 +- 3 (the
 // binade of QAT weights of magnitude ~2^-8; a 6-binade spread keeps every row inside the FP8 fold
