@@ -68,8 +68,9 @@ struct Gemm2Params {
 
 // num_sms: the device's multiprocessor count (read once by the runtime, not per call).
 // Both return cudaErrorInvalidValue, launching nothing, for bad shapes (rows or k not multiples of
-// 64, I % 32 for GEMM1), null pointers, x_stride < K or not a multiple of 8, or a bad tile_n;
-// otherwise the launch's cudaGetLastError(). Rows outside [0, max_rows) are never touched.
+// 64, I % 32 for GEMM1), null or not 16-byte aligned pointers (w_packed, x, h, y), x_stride < K
+// or not a multiple of 8, or a bad tile_n; cudaSuccess with no launch when max_rows or num_experts
+// is 0; otherwise the launch's cudaGetLastError(). Rows outside [0, max_rows) are never touched.
 cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream);
 cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream);
 
