@@ -277,11 +277,14 @@ TEST(CliBadInput, CudaDeviceAndCheck) {
 #if MXMOE_CLI_CUDA
   // A CUDA build: on a machine without a GPU this must still fail cleanly on one line; on the
   // H200 it may succeed (tests/gpu hold it to the reference there).
-  const CliResult r = run_cli(a, f.dir, 300);
-  ASSERT_FALSE(r.signaled || r.timed_out) << r.describe();
-  if (r.exit_code != 0) {
-    EXPECT_EQ(r.exit_code, 1) << r.describe();
-    EXPECT_EQ(error_lines(r).size(), 1u) << r.describe();
+  for (const std::vector<std::string>& args :
+       {a, std::vector<std::string>{"check", "--model", f.model, "--tokens", "4", "--quiet"}}) {
+    const CliResult r = run_cli(args, f.dir, 300);
+    ASSERT_FALSE(r.signaled || r.timed_out) << args[0] << "\n" << r.describe();
+    if (r.exit_code != 0) {
+      EXPECT_EQ(r.exit_code, 1) << args[0] << "\n" << r.describe();
+      EXPECT_EQ(error_lines(r).size(), 1u) << args[0] << "\n" << r.describe();
+    }
   }
 #else
   expect_error(a, f.dir, 1, {"built without CUDA", "--device cuda"});
