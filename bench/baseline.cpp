@@ -9,7 +9,7 @@ double baseline_bf16_weight_bytes(const Layout& l) {
   return 3.0 * kLatent * l.intermediate * 2.0 * l.experts_local;
 }
 
-Baselines::Baselines(const Layout& l, const WeightPool& pool, Blas& blas, Fp8Gemm& fp8,
+Baselines::Baselines(const Layout& l, const WeightPool& pool, Blas& blas, Fp8Gemm* fp8,
                      int64_t max_pairs, cudaStream_t s)
     : l_(l), blas_(blas), fp8_(fp8), max_pairs_(max_pairs) {
   const size_t E = l.experts_local, I = l.intermediate, K = kLatent, P = max_pairs;
@@ -65,10 +65,11 @@ Baselines::Baselines(const Layout& l, const WeightPool& pool, Blas& blas, Fp8Gem
 }
 
 bool Baselines::plan_fp8(const std::vector<int>& counts) {
+  if (!fp8_) return false;
   const int I = l_.intermediate, K = kLatent;
   bool ok = true;
   for (int c : counts)
-    if (c > 0) ok = fp8_.plan(2 * I, c, K) && fp8_.plan(K, c, I) && ok;
+    if (c > 0) ok = fp8_->plan(2 * I, c, K) && fp8_->plan(K, c, I) && ok;
   return ok;
 }
 
@@ -90,14 +91,15 @@ void Baselines::enqueue_bf16(const std::vector<int>& counts, cudaStream_t s) {
 void Baselines::enqueue_fp8(const std::vector<int>& counts, cudaStream_t s) {
   const size_t I = l_.intermediate, K = kLatent;
   size_t o = 0;
+  if (!fp8_) throw Error("bench: FP8 baseline without FP8 GEMMs");
   const float* one = ones_.as<float>();  // per-tensor mode reads only the first entry
   for (size_t e = 0; e < counts.size(); ++e) {
     const int c = counts[e];
     if (c == 0) continue;
     if (o + c > static_cast<size_t>(max_pairs_)) throw Error("bench: baseline rows exceed max_pairs");
-    fp8_.run(2 * I, c, K, w13f_.as<uint8_t>() + e * 2 * I * K, s13_.as<float>() + e * 2 * I,
+    fp8_->run(2 * I, c, K, w13f_.as<uint8_t>() + e * 2 * I * K, s13_.as<float>() + e * 2 * I,
              xf_.as<uint8_t>() + o * K, one, hb_.as<uint16_t>() + o * 2 * I, s);
-    fp8_.run(K, c, I, w2f_.as<uint8_t>() + e * K * I, s2_.as<float>() + e * K,
+    fp8_->run(K, c, I, w2f_.as<uint8_t>() + e * K * I, s2_.as<float>() + e * K,
              af_.as<uint8_t>() + o * I, one, yb_.as<uint16_t>() + o * K, s);
     o += c;
   }

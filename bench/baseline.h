@@ -28,11 +28,12 @@ double baseline_bf16_weight_bytes(const Layout& l);
 class Baselines {
  public:
   // Uploads the pool, dequantizes every local expert, fills activations for up to max_pairs rows.
-  Baselines(const Layout& l, const WeightPool& pool, Blas& blas, Fp8Gemm& fp8, int64_t max_pairs,
+  // fp8 may be null (cublasLt offers no FP8 configuration for these shapes): BF16 only.
+  Baselines(const Layout& l, const WeightPool& pool, Blas& blas, Fp8Gemm* fp8, int64_t max_pairs,
             cudaStream_t s);
 
-  // Host-side planning for the FP8 shapes of this routing (call before capture). False: cublasLt
-  // has no algorithm for one of them (the FP8 baseline of the case is then skipped).
+  // Host-side planning for the FP8 shapes of this routing (call before capture). False: no FP8
+  // GEMMs, or cublasLt has no algorithm for one shape (the case's FP8 baseline is skipped).
   bool plan_fp8(const std::vector<int>& counts);
   void enqueue_bf16(const std::vector<int>& counts, cudaStream_t s);
   void enqueue_fp8(const std::vector<int>& counts, cudaStream_t s);
@@ -45,7 +46,7 @@ class Baselines {
  private:
   Layout l_;
   Blas& blas_;
-  Fp8Gemm& fp8_;
+  Fp8Gemm* fp8_;
   int64_t max_pairs_;
   DevBuf w13b_, w2b_, w13f_, s13_, w2f_, s2_;
   DevBuf xb_, ab_, hb_, yb_, xf_, af_, ones_;

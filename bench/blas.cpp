@@ -9,10 +9,11 @@ namespace {
 constexpr size_t kWorkspace = size_t{32} << 20;
 }  // namespace
 
-Blas::Blas(cudaStream_t s) : ws_(kWorkspace, "the cuBLAS workspace"),
+Blas::Blas(cudaStream_t s) : stream_(s), ws_(kWorkspace, "the cuBLAS workspace"),
                              lt_ws_(kWorkspace, "the cublasLt workspace") {
   BENCH_CUBLAS(cublasCreate(&h_));
   BENCH_CUBLAS(cublasLtCreate(&lt_));
+  // Stream first: cublasSetStream resets the handle's workspace to cuBLAS's own pool.
   BENCH_CUBLAS(cublasSetStream(h_, s));
   BENCH_CUBLAS(cublasSetWorkspace(h_, ws_.get(), ws_.bytes()));
 }
@@ -24,7 +25,11 @@ Blas::~Blas() {
 
 void Blas::gemm_bf16(int m, int n, int k, const void* W, const void* X, void* Y, cudaStream_t s) {
   const float alpha = 1.0f, beta = 0.0f;
-  BENCH_CUBLAS(cublasSetStream(h_, s));
+  if (s != stream_) {  // cublasSetStream drops our workspace: set it again after
+    BENCH_CUBLAS(cublasSetStream(h_, s));
+    BENCH_CUBLAS(cublasSetWorkspace(h_, ws_.get(), ws_.bytes()));
+    stream_ = s;
+  }
   BENCH_CUBLAS(cublasGemmEx(h_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, W, CUDA_R_16BF, k, X,
                             CUDA_R_16BF, k, &beta, Y, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT));

@@ -36,6 +36,7 @@ class Blas {
 
  private:
   cublasHandle_t h_ = nullptr;
+  cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   DevBuf ws_, lt_ws_;
 };
