@@ -7,6 +7,9 @@
 // the mxmoe cases. Each case is checked after timing (unless --no-verify): the output of the last
 // graph replay must be finite with no all-zero row (every token has >= 1 local expert), and a
 // direct (uncaptured) run_moe call must reproduce it bit for bit (run_moe's determinism promise).
+// A case that fails (run_moe refusing, a cuBLAS error, a failed check) says FAIL in its line and
+// makes the exit status 1; a sticky device fault ends the run after the lines measured so far
+// are printed (and written to --csv / --json).
 //
 // Limitations:
 //  1. The full layer (896 experts) stops at T = 4096 unless --tokens is given: at 8192 / 16384 it
@@ -198,23 +201,38 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
 
       double t_bf16 = -1, t_fp8 = -1;
       if (base) {
-        Row w = proto;
-        w.backend = "cublas-bf16";
-        w.router = "-";
-        w.t = time_graph([&](cudaStream_t st) { base->enqueue_bf16(r.expert_counts, st); }, s,
-                         &cx.flush, pol);
-        fill_rates(&w, flops, base->bytes_bf16(r.expert_counts), ceil);
-        t_bf16 = w.t.median_us;
-        cx.rep.rows.push_back(w);
+        // A baseline that fails (cuBLAS refusing a shape) costs its line, not the run; a sticky
+        // device fault still ends the run (same rule as the mxmoe cases below).
+        auto time_baseline = [&](const char* name, bool is_fp8) -> double {
+          Row w = proto;
+          w.backend = name;
+          w.router = "-";
+          try {
+            w.t = time_graph(
+                [&](cudaStream_t st) {
+                  if (is_fp8) base->enqueue_fp8(r.expert_counts, st);
+                  else base->enqueue_bf16(r.expert_counts, st);
+                },
+                s, &cx.flush, pol);
+            fill_rates(&w, flops,
+                       is_fp8 ? base->bytes_fp8(r.expert_counts) : base->bytes_bf16(r.expert_counts),
+                       ceil);
+          } catch (const Error& e) {
+            w.verify = std::string("FAIL: ") + e.what();
+            cx.any_fail = true;
+            std::fprintf(stderr, "bench: %s %s T=%d %s: %s\n", L.name.c_str(), name, T,
+                         dist.c_str(), w.verify.c_str());
+            if (cudaDeviceSynchronize() != cudaSuccess) {
+              cx.rep.rows.push_back(w);
+              throw;
+            }
+          }
+          cx.rep.rows.push_back(w);
+          return w.t.median_us > 0 ? w.t.median_us : -1;
+        };
+        t_bf16 = time_baseline("cublas-bf16", false);
         if (base->plan_fp8(r.expert_counts)) {
-          Row f = proto;
-          f.backend = "cublas-fp8";
-          f.router = "-";
-          f.t = time_graph([&](cudaStream_t st) { base->enqueue_fp8(r.expert_counts, st); }, s,
-                           &cx.flush, pol);
-          fill_rates(&f, flops, base->bytes_fp8(r.expert_counts), ceil);
-          t_fp8 = f.t.median_us;
-          cx.rep.rows.push_back(f);
+          t_fp8 = time_baseline("cublas-fp8", true);
         } else if (fp8) {
           cx.rep.notes.push_back(L.name + " T=" + std::to_string(T) + " " + dist +
                                  ": cublasLt has no FP8 algorithm for one expert's shape; FP8 "
