@@ -79,7 +79,8 @@ void Baselines::enqueue_bf16(const std::vector<int>& counts, cudaStream_t s) {
   for (size_t e = 0; e < counts.size(); ++e) {
     const int c = counts[e];
     if (c == 0) continue;
-    if (o + c > static_cast<size_t>(max_pairs_)) throw Error("bench: baseline rows exceed max_pairs");
+    if (o + c > static_cast<size_t>(max_pairs_))
+      throw Error("bench: baseline rows exceed max_pairs");
     blas_.gemm_bf16(2 * I, c, K, w13b_.as<uint16_t>() + e * 2 * I * K, xb_.as<uint16_t>() + o * K,
                     hb_.as<uint16_t>() + o * 2 * I, s);
     blas_.gemm_bf16(K, c, I, w2b_.as<uint16_t>() + e * K * I, ab_.as<uint16_t>() + o * I,
@@ -96,11 +97,12 @@ void Baselines::enqueue_fp8(const std::vector<int>& counts, cudaStream_t s) {
   for (size_t e = 0; e < counts.size(); ++e) {
     const int c = counts[e];
     if (c == 0) continue;
-    if (o + c > static_cast<size_t>(max_pairs_)) throw Error("bench: baseline rows exceed max_pairs");
+    if (o + c > static_cast<size_t>(max_pairs_))
+      throw Error("bench: baseline rows exceed max_pairs");
     fp8_->run(2 * I, c, K, w13f_.as<uint8_t>() + e * 2 * I * K, s13_.as<float>() + e * 2 * I,
-             xf_.as<uint8_t>() + o * K, one, hb_.as<uint16_t>() + o * 2 * I, s);
+              xf_.as<uint8_t>() + o * K, one, hb_.as<uint16_t>() + o * 2 * I, s);
     fp8_->run(K, c, I, w2f_.as<uint8_t>() + e * K * I, s2_.as<float>() + e * K,
-             af_.as<uint8_t>() + o * I, one, yb_.as<uint16_t>() + o * K, s);
+              af_.as<uint8_t>() + o * I, one, yb_.as<uint16_t>() + o * K, s);
     o += c;
   }
 }

@@ -84,7 +84,8 @@ std::string verify_case(const std::function<void(cudaStream_t)>& direct, float* 
     for (int h = 0; h < kLatent; ++h) {
       const float v = a[static_cast<size_t>(t) * kLatent + h];
       if (!std::isfinite(v))
-        return "FAIL: non-finite output at token " + std::to_string(t) + ", column " + std::to_string(h);
+        return "FAIL: non-finite output at token " + std::to_string(t) + ", column " +
+               std::to_string(h);
       nonzero = nonzero || v != 0.0f;
     }
     if (!nonzero) return "FAIL: all-zero output row for token " + std::to_string(t);
@@ -98,7 +99,8 @@ std::string verify_case(const std::function<void(cudaStream_t)>& direct, float* 
     size_t i = 0;
     while (i < n && std::memcmp(&a[i], &b[i], 4) == 0) ++i;
     char buf[160];
-    std::snprintf(buf, sizeof buf, "FAIL: graph replay != direct run_moe at token %zu col %zu (%.9g vs %.9g)",
+    std::snprintf(buf, sizeof buf,
+                  "FAIL: graph replay != direct run_moe at token %zu col %zu (%.9g vs %.9g)",
                   i / kLatent, i % kLatent, a[i], b[i]);
     return buf;
   }
@@ -121,7 +123,8 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
   const int E = L.experts_local, I = L.intermediate, K = kLatent;
   const int maxT = *std::max_element(tokens.begin(), tokens.end());
 
-  std::fprintf(stderr, "bench: %s: %d local experts, I=%d: generating weights, prepare_weights_raw\n",
+  std::fprintf(stderr,
+               "bench: %s: %d local experts, I=%d: generating weights, prepare_weights_raw\n",
                L.name.c_str(), E, I);
   const WeightPool pool(I, o.seed);
   std::vector<Mxfp4View> w1(E), w3(E), w2(E);
@@ -147,7 +150,8 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
   DevBuf ids(static_cast<size_t>(maxT) * kTopK * 4, "the top-k ids");
   DevBuf wts(static_cast<size_t>(maxT) * kTopK * 4, "the top-k weights");
   const bool want_logits = std::count(o.router.begin(), o.router.end(), "gpu") > 0;
-  DevBuf logits(want_logits ? static_cast<size_t>(maxT) * kExpertsTotal * 4 : 0, "the router logits");
+  DevBuf logits(want_logits ? static_cast<size_t>(maxT) * kExpertsTotal * 4 : 0,
+                "the router logits");
   fill_bf16(x.as<uint16_t>(), static_cast<size_t>(maxT) * K, o.seed + 99, 2.0f, s);
   BENCH_CUDA(cudaGetLastError());
 
@@ -157,8 +161,10 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
     const double gb = baseline_bf16_weight_bytes(L) / 1e9;
     if (gb > o.baseline_cap_gb) {
       char b[200];
-      std::snprintf(b, sizeof b, "%s: cuBLAS baselines skipped: BF16 weights would take %.1f GB > "
-                    "--baseline-cap-gb %.1f", L.name.c_str(), gb, o.baseline_cap_gb);
+      std::snprintf(b, sizeof b,
+                    "%s: cuBLAS baselines skipped: BF16 weights would take %.1f GB > "
+                    "--baseline-cap-gb %.1f",
+                    L.name.c_str(), gb, o.baseline_cap_gb);
       cx.rep.notes.push_back(b);
     } else {
       const std::vector<std::tuple<int, int, int>> probes = {
@@ -171,7 +177,8 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
         cx.rep.notes.push_back(L.name + ": cuBLAS FP8 baseline unavailable: " + e.what());
       }
       const int64_t max_pairs = static_cast<int64_t>(maxT) * L.local_per_token;
-      std::fprintf(stderr, "bench: %s: dequantizing %.1f GB (BF16) + %.1f GB (FP8) of baseline weights\n",
+      std::fprintf(stderr,
+                   "bench: %s: dequantizing %.1f GB (BF16) + %.1f GB (FP8) of baseline weights\n",
                    L.name.c_str(), gb, gb / 2);
       base = std::make_unique<Baselines>(L, pool, cx.blas, fp8.get(), max_pairs, s);
     }
@@ -180,14 +187,15 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
   for (const int T : tokens) {
     const TimingPolicy pol = policy_for_tokens(T, o.reps, o.case_budget_s);
     for (const std::string& dist : o.routing) {
-      const Routing r = make_routing(L, T, dist == "skewed",
-                                     o.seed * 1000003ull + static_cast<uint64_t>(T) * 7919u +
-                                         (dist == "skewed" ? 1 : 0));
+      const Routing r = make_routing(
+          L, T, dist == "skewed",
+          o.seed * 1000003ull + static_cast<uint64_t>(T) * 7919u + (dist == "skewed" ? 1 : 0));
       BENCH_CUDA(cudaMemcpy(ids.get(), r.ids.data(), r.ids.size() * 4, cudaMemcpyHostToDevice));
-      BENCH_CUDA(cudaMemcpy(wts.get(), r.weights.data(), r.weights.size() * 4, cudaMemcpyHostToDevice));
+      BENCH_CUDA(
+          cudaMemcpy(wts.get(), r.weights.data(), r.weights.size() * 4, cudaMemcpyHostToDevice));
       if (want_logits)
-        BENCH_CUDA(cudaMemcpy(logits.get(), r.logits.data(), r.logits.size() * 4,
-                              cudaMemcpyHostToDevice));
+        BENCH_CUDA(
+            cudaMemcpy(logits.get(), r.logits.data(), r.logits.size() * 4, cudaMemcpyHostToDevice));
       Row proto;
       proto.layout = L.name;
       proto.tokens = T;
@@ -210,13 +218,16 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
           try {
             w.t = time_graph(
                 [&](cudaStream_t st) {
-                  if (is_fp8) base->enqueue_fp8(r.expert_counts, st);
-                  else base->enqueue_bf16(r.expert_counts, st);
+                  if (is_fp8)
+                    base->enqueue_fp8(r.expert_counts, st);
+                  else
+                    base->enqueue_bf16(r.expert_counts, st);
                 },
                 s, &cx.flush, pol);
-            fill_rates(&w, flops,
-                       is_fp8 ? base->bytes_fp8(r.expert_counts) : base->bytes_bf16(r.expert_counts),
-                       ceil);
+            fill_rates(
+                &w, flops,
+                is_fp8 ? base->bytes_fp8(r.expert_counts) : base->bytes_bf16(r.expert_counts),
+                ceil);
           } catch (const Error& e) {
             w.verify = std::string("FAIL: ") + e.what();
             cx.any_fail = true;
@@ -261,8 +272,8 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
           p.workspace = ws.get();
           p.workspace_size = ws_bytes;
           p.max_tokens = maxT;
-          const std::string what = L.name + " T=" + std::to_string(T) + " " + dist + " " + bname +
-                                   " router=" + router;
+          const std::string what =
+              L.name + " T=" + std::to_string(T) + " " + dist + " " + bname + " router=" + router;
           auto enqueue = [&](cudaStream_t st) {
             const Status q = run_moe(pw.get(), p, st);
             if (!q.ok()) throw Error("bench: run_moe (" + what + "): " + q.message());
@@ -327,8 +338,8 @@ int run_bench(int argc, char** argv) {
   L2Flusher flush(o.device);
   Report rep;
   char dev[400];
-  std::snprintf(dev, sizeof dev, "%.255s (sm_%d%d, %d SMs, L2 %d MiB, %.0f GiB)", prop.name, prop.major,
-                prop.minor, prop.multiProcessorCount, prop.l2CacheSize >> 20,
+  std::snprintf(dev, sizeof dev, "%.255s (sm_%d%d, %d SMs, L2 %d MiB, %.0f GiB)", prop.name,
+                prop.major, prop.minor, prop.multiProcessorCount, prop.l2CacheSize >> 20,
                 prop.totalGlobalMem / 1073741824.0);
   rep.device = dev;
   std::fprintf(stderr, "bench: %s\n", dev);
@@ -356,7 +367,8 @@ int run_bench(int argc, char** argv) {
       const Layout L = layout_by_name(name);
       std::vector<int> tokens = o.tokens;
       if (L.name == "full" && !o.tokens_given) {
-        const auto big = std::remove_if(tokens.begin(), tokens.end(), [](int t) { return t >= 8192; });
+        const auto big =
+            std::remove_if(tokens.begin(), tokens.end(), [](int t) { return t >= 8192; });
         if (big != tokens.end())
           rep.notes.push_back("full: T >= 8192 skipped by default (pass --tokens to run them)");
         tokens.erase(big, tokens.end());

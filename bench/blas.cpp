@@ -9,8 +9,10 @@ namespace {
 constexpr size_t kWorkspace = size_t{32} << 20;
 }  // namespace
 
-Blas::Blas(cudaStream_t s) : stream_(s), ws_(kWorkspace, "the cuBLAS workspace"),
-                             lt_ws_(kWorkspace, "the cublasLt workspace") {
+Blas::Blas(cudaStream_t s)
+    : stream_(s),
+      ws_(kWorkspace, "the cuBLAS workspace"),
+      lt_ws_(kWorkspace, "the cublasLt workspace") {
   BENCH_CUBLAS(cublasCreate(&h_));
   BENCH_CUBLAS(cublasLtCreate(&lt_));
   // Stream first: cublasSetStream resets the handle's workspace to cuBLAS's own pool.

@@ -42,7 +42,7 @@ class Blas {
 };
 
 struct Fp8Config {
-  bool outer_vec = false;   // per-row / per-token fp32 scale vectors (else per-tensor scalars)
+  bool outer_vec = false;  // per-row / per-token fp32 scale vectors (else per-tensor scalars)
   bool fast_accum = true;
   std::string describe() const;
 };

@@ -17,7 +17,8 @@ Ceilings measure_ceilings(Blas& blas, cudaStream_t s, double budget_s) {
     BENCH_CUDA(cudaMemsetAsync(src.get(), 1, kCopyBytes, s));
     c.copy = time_graph(
         [&](cudaStream_t st) {
-          BENCH_CUDA(cudaMemcpyAsync(dst.get(), src.get(), kCopyBytes, cudaMemcpyDeviceToDevice, st));
+          BENCH_CUDA(
+              cudaMemcpyAsync(dst.get(), src.get(), kCopyBytes, cudaMemcpyDeviceToDevice, st));
         },
         s, nullptr, pol);
     c.copy_gbps = 2.0 * kCopyBytes / (c.copy.median_us * 1e-6) / 1e9;
@@ -31,8 +32,9 @@ Ceilings measure_ceilings(Blas& blas, cudaStream_t s, double budget_s) {
     fill_bf16(a.as<uint16_t>(), n * n, 11, 1.0f, s);
     fill_bf16(b.as<uint16_t>(), n * n, 12, 1.0f, s);
     BENCH_CUDA(cudaGetLastError());
-    c.bf16 = time_graph([&](cudaStream_t st) { blas.gemm_bf16(n, n, n, a.get(), b.get(), d.get(), st); },
-                        s, nullptr, pol);
+    c.bf16 =
+        time_graph([&](cudaStream_t st) { blas.gemm_bf16(n, n, n, a.get(), b.get(), d.get(), st); },
+                   s, nullptr, pol);
     c.bf16_tflops = flops / (c.bf16.median_us * 1e-6) / 1e12;
     std::fprintf(stderr, "bench: BF16 dense ceiling %.0f TFLOP/s (%.1f us for 8192^3)\n",
                  c.bf16_tflops, c.bf16.median_us);

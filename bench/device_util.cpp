@@ -32,8 +32,8 @@ DevBuf::DevBuf(size_t bytes, const char* what) : n_(bytes) {
   if (e != cudaSuccess) {
     p_ = nullptr;
     cudaGetLastError();  // clear the sticky-free allocation error so later calls are not blamed
-    throw Error("bench: cannot allocate " + std::to_string(bytes >> 20) + " MiB of device memory for " +
-                what + ": " + cudaGetErrorString(e));
+    throw Error("bench: cannot allocate " + std::to_string(bytes >> 20) +
+                " MiB of device memory for " + what + ": " + cudaGetErrorString(e));
   }
 }
 

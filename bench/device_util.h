@@ -19,16 +19,16 @@ namespace mxmoe::bench {
 [[noreturn]] void throw_cuda(const char* call, cudaError_t e, const char* file, int line);
 [[noreturn]] void throw_cublas(const char* call, cublasStatus_t s, const char* file, int line);
 
-#define BENCH_CUDA(call)                                                        \
-  do {                                                                          \
-    const cudaError_t bench_e_ = (call);                                        \
+#define BENCH_CUDA(call)                                                                          \
+  do {                                                                                            \
+    const cudaError_t bench_e_ = (call);                                                          \
     if (bench_e_ != cudaSuccess) ::mxmoe::bench::throw_cuda(#call, bench_e_, __FILE__, __LINE__); \
   } while (0)
-#define BENCH_CUBLAS(call)                                                      \
-  do {                                                                          \
-    const cublasStatus_t bench_s_ = (call);                                     \
-    if (bench_s_ != CUBLAS_STATUS_SUCCESS)                                      \
-      ::mxmoe::bench::throw_cublas(#call, bench_s_, __FILE__, __LINE__);        \
+#define BENCH_CUBLAS(call)                                               \
+  do {                                                                   \
+    const cublasStatus_t bench_s_ = (call);                              \
+    if (bench_s_ != CUBLAS_STATUS_SUCCESS)                               \
+      ::mxmoe::bench::throw_cublas(#call, bench_s_, __FILE__, __LINE__); \
   } while (0)
 
 // Owning device allocation (move-only). `what` names it in the out-of-memory message.
@@ -37,11 +37,17 @@ class DevBuf {
   DevBuf() = default;
   DevBuf(size_t bytes, const char* what);
   ~DevBuf();
-  DevBuf(DevBuf&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  DevBuf(DevBuf&& o) noexcept : p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
   DevBuf& operator=(DevBuf&& o) noexcept;
   DevBuf(const DevBuf&) = delete;
   DevBuf& operator=(const DevBuf&) = delete;
-  template <class T> T* as() const { return static_cast<T*>(p_); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
   void* get() const { return p_; }
   size_t bytes() const { return n_; }
 
@@ -64,7 +70,7 @@ void fill_f32(float* p, size_t n, float value, cudaStream_t s);
 //    smallest nonzero e2m1 is 0.5), which the bench's 119 +- 3 scales satisfy.
 void dequant_mxfp4_bf16(const uint8_t* packed, const uint8_t* scales, int rows, int k,
                         uint16_t* out, cudaStream_t s);
-void dequant_mxfp4_e4m3(const uint8_t* packed, const uint8_t* scales, int rows, int k,
-                        uint8_t* out, float* row_scale, cudaStream_t s);
+void dequant_mxfp4_e4m3(const uint8_t* packed, const uint8_t* scales, int rows, int k, uint8_t* out,
+                        float* row_scale, cudaStream_t s);
 
 }  // namespace mxmoe::bench

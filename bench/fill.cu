@@ -91,10 +91,10 @@ void fill_f32(float* p, size_t n, float value, cudaStream_t s) {
 void dequant_mxfp4_bf16(const uint8_t* packed, const uint8_t* scales, int rows, int k,
                         uint16_t* out, cudaStream_t s) {
   dequant_bf16_kernel<<<grid_for(static_cast<size_t>(rows) * k / 2), 256, 0, s>>>(packed, scales,
-                                                                                 rows, k, out);
+                                                                                  rows, k, out);
 }
-void dequant_mxfp4_e4m3(const uint8_t* packed, const uint8_t* scales, int rows, int k,
-                        uint8_t* out, float* row_scale, cudaStream_t s) {
+void dequant_mxfp4_e4m3(const uint8_t* packed, const uint8_t* scales, int rows, int k, uint8_t* out,
+                        float* row_scale, cudaStream_t s) {
   dequant_e4m3_kernel<<<rows, 256, 0, s>>>(packed, scales, k, out, row_scale);
 }
 

@@ -25,7 +25,8 @@ std::vector<std::string> split(const std::string& flag, const std::string& v) {
   size_t start = 0;
   while (true) {
     const size_t comma = v.find(',', start);
-    std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item =
+        v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (item.empty()) throw UsageError("--" + flag + ": empty item in '" + v + "'");
     out.push_back(item);
     if (comma == std::string::npos) break;
@@ -81,7 +82,8 @@ const char* usage_text() {
          "                   unless --tokens is given]\n"
          "  --backends B,..  w4a16, w4a8 [both]\n"
          "  --routing D,..   uniform, skewed (8 hot local experts draw 80% of picks) [both]\n"
-         "  --router R,..    ids (top-k ids given) or gpu (router logits, top-k on the GPU) [both]\n"
+         "  --router R,..    ids (top-k ids given) or gpu (router logits, top-k on the GPU) "
+         "[both]\n"
          "  --quick          ep16,tp8ep4 x T 1,64,4096 x uniform x ids (explicit flags override)\n"
          "  --reps N         timed replays per case [50 for T<=64, 30 for T<=512, 10 above]\n"
          "  --budget S       seconds of timed replays per case before reps shrink [2; floors:\n"
@@ -98,11 +100,22 @@ const char* usage_text() {
 
 BenchOptions parse_options(int argc, char** argv, int first) {
   // name -> takes a value
-  const std::vector<std::pair<std::string, bool>> specs = {
-      {"layouts", true}, {"tokens", true}, {"backends", true}, {"routing", true},
-      {"router", true}, {"quick", false}, {"reps", true}, {"budget", true}, {"seed", true},
-      {"no-baselines", false}, {"baseline-cap-gb", true}, {"no-verify", false},
-      {"device", true}, {"csv", true}, {"json", true}, {"help", false}};
+  const std::vector<std::pair<std::string, bool>> specs = {{"layouts", true},
+                                                           {"tokens", true},
+                                                           {"backends", true},
+                                                           {"routing", true},
+                                                           {"router", true},
+                                                           {"quick", false},
+                                                           {"reps", true},
+                                                           {"budget", true},
+                                                           {"seed", true},
+                                                           {"no-baselines", false},
+                                                           {"baseline-cap-gb", true},
+                                                           {"no-verify", false},
+                                                           {"device", true},
+                                                           {"csv", true},
+                                                           {"json", true},
+                                                           {"help", false}};
   BenchOptions o;
   std::set<std::string> seen;
   std::vector<std::pair<std::string, std::string>> given;
@@ -116,7 +129,8 @@ BenchOptions parse_options(int argc, char** argv, int first) {
       name = name.substr(0, eq);
       has_value = true;
     }
-    auto it = std::find_if(specs.begin(), specs.end(), [&](const auto& s) { return s.first == name; });
+    auto it =
+        std::find_if(specs.begin(), specs.end(), [&](const auto& s) { return s.first == name; });
     if (it == specs.end()) throw UsageError("unknown flag --" + name);
     if (!seen.insert(name).second) throw UsageError("--" + name + " given twice");
     if (it->second && !has_value) {
@@ -142,10 +156,14 @@ BenchOptions parse_options(int argc, char** argv, int first) {
     o.case_budget_s = 1.0;
   }
   for (const auto& [name, v] : given) {
-    if (name == "layouts") o.layouts = choices(name, v, kLayouts);
-    else if (name == "backends") o.backends = choices(name, v, kBackends);
-    else if (name == "routing") o.routing = choices(name, v, kRouting);
-    else if (name == "router") o.router = choices(name, v, kRouter);
+    if (name == "layouts")
+      o.layouts = choices(name, v, kLayouts);
+    else if (name == "backends")
+      o.backends = choices(name, v, kBackends);
+    else if (name == "routing")
+      o.routing = choices(name, v, kRouting);
+    else if (name == "router")
+      o.router = choices(name, v, kRouter);
     else if (name == "tokens") {
       o.tokens.clear();
       for (const std::string& s : split(name, v)) {
@@ -153,17 +171,28 @@ BenchOptions parse_options(int argc, char** argv, int first) {
         if (std::find(o.tokens.begin(), o.tokens.end(), t) == o.tokens.end()) o.tokens.push_back(t);
       }
       o.tokens_given = true;
-    } else if (name == "reps") o.reps = static_cast<int>(parse_int(name, v, 1, 100000));
-    else if (name == "budget") o.case_budget_s = parse_double(name, v, 0.0, 3600.0);
-    else if (name == "seed") o.seed = static_cast<uint64_t>(parse_int(name, v, 0, INT64_MAX));
-    else if (name == "no-baselines") o.baselines = false;
-    else if (name == "baseline-cap-gb") o.baseline_cap_gb = parse_double(name, v, 0.0, 1e6);
-    else if (name == "no-verify") o.verify = false;
-    else if (name == "device") o.device = static_cast<int>(parse_int(name, v, 0, 1023));
-    else if (name == "csv") o.csv = v;
-    else if (name == "json") o.json = v;
-    else if (name == "help") o.help = true;
-    if ((name == "csv" || name == "json") && v.empty()) throw UsageError("--" + name + ": empty file name");
+    } else if (name == "reps")
+      o.reps = static_cast<int>(parse_int(name, v, 1, 100000));
+    else if (name == "budget")
+      o.case_budget_s = parse_double(name, v, 0.0, 3600.0);
+    else if (name == "seed")
+      o.seed = static_cast<uint64_t>(parse_int(name, v, 0, INT64_MAX));
+    else if (name == "no-baselines")
+      o.baselines = false;
+    else if (name == "baseline-cap-gb")
+      o.baseline_cap_gb = parse_double(name, v, 0.0, 1e6);
+    else if (name == "no-verify")
+      o.verify = false;
+    else if (name == "device")
+      o.device = static_cast<int>(parse_int(name, v, 0, 1023));
+    else if (name == "csv")
+      o.csv = v;
+    else if (name == "json")
+      o.json = v;
+    else if (name == "help")
+      o.help = true;
+    if ((name == "csv" || name == "json") && v.empty())
+      throw UsageError("--" + name + ": empty file name");
   }
   std::sort(o.tokens.begin(), o.tokens.end());
   return o;

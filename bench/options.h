@@ -12,18 +12,18 @@
 namespace mxmoe::bench {
 
 struct BenchOptions {
-  std::vector<std::string> layouts;   // "ep16", "tp8ep4", "full"
+  std::vector<std::string> layouts;  // "ep16", "tp8ep4", "full"
   std::vector<int> tokens;
   bool tokens_given = false;          // --tokens explicit: run full x T >= 8192 too
   std::vector<std::string> backends;  // "w4a16", "w4a8"
   std::vector<std::string> routing;   // distributions: "uniform", "skewed"
   std::vector<std::string> router;    // "ids" (caller's top-k) or "gpu" (router logits on GPU)
   bool quick = false;
-  int reps = 0;                       // 0: by token count (see timing.h)
-  double case_budget_s = 2.0;         // cap on timed seconds per case (never below min reps)
+  int reps = 0;                // 0: by token count (see timing.h)
+  double case_budget_s = 2.0;  // cap on timed seconds per case (never below min reps)
   uint64_t seed = 1234;
   bool baselines = true;
-  double baseline_cap_gb = 16.0;      // skip baselines whose BF16 weights exceed this
+  double baseline_cap_gb = 16.0;  // skip baselines whose BF16 weights exceed this
   bool verify = true;
   int device = 0;
   std::string csv, json;

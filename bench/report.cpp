@@ -20,7 +20,9 @@ std::string ratio(double x) {
 
 std::ofstream open_out(const std::string& path, const char* what) {
   std::ofstream f(path);
-  if (!f) throw Error(std::string("bench: cannot write ") + what + " file " + path + ": " + std::strerror(errno));
+  if (!f)
+    throw Error(std::string("bench: cannot write ") + what + " file " + path + ": " +
+                std::strerror(errno));
   return f;
 }
 
@@ -29,18 +31,21 @@ std::ofstream open_out(const std::string& path, const char* what) {
 void print_table(const Report& r, std::FILE* f) {
   const Ceilings& c = r.ceilings;
   std::fprintf(f, "\nmxmoe bench on %s\n", r.device.c_str());
-  std::fprintf(f, "ceilings: copy %.0f GB/s, BF16 dense %.0f TFLOP/s, FP8 dense %.0f TFLOP/s (%s)\n",
+  std::fprintf(f,
+               "ceilings: copy %.0f GB/s, BF16 dense %.0f TFLOP/s, FP8 dense %.0f TFLOP/s (%s)\n",
                c.copy_gbps, c.bf16_tflops, c.fp8_tflops, c.fp8_config.c_str());
   for (const auto& n : r.notes) std::fprintf(f, "note: %s\n", n.c_str());
   std::fprintf(f, "%-7s %6s %4s %5s %-8s %-11s %-4s %7s %10s %7s %7s %6s %5s %5s %7s %7s %s\n",
-               "layout", "T", "E", "I", "routing", "backend", "rtr", "pairs", "median_us",
-               "TFLOPS", "GB/s", "%copy", "%fp8", "%bf16", "xbf16", "xfp8", "check");
+               "layout", "T", "E", "I", "routing", "backend", "rtr", "pairs", "median_us", "TFLOPS",
+               "GB/s", "%copy", "%fp8", "%bf16", "xbf16", "xfp8", "check");
   for (const Row& w : r.rows)
-    std::fprintf(f, "%-7s %6d %4d %5d %-8s %-11s %-4s %7lld %10.1f %7.1f %7.0f %6.1f %5.1f %5.1f %7s %7s %s\n",
-                 w.layout.c_str(), w.tokens, w.experts_local, w.intermediate, w.routing.c_str(),
-                 w.backend.c_str(), w.router.c_str(), static_cast<long long>(w.pairs),
-                 w.t.median_us, w.tflops, w.gbps, w.pct_copy, w.pct_fp8, w.pct_bf16,
-                 ratio(w.x_bf16).c_str(), ratio(w.x_fp8).c_str(), w.verify.c_str());
+    std::fprintf(
+        f,
+        "%-7s %6d %4d %5d %-8s %-11s %-4s %7lld %10.1f %7.1f %7.0f %6.1f %5.1f %5.1f %7s %7s %s\n",
+        w.layout.c_str(), w.tokens, w.experts_local, w.intermediate, w.routing.c_str(),
+        w.backend.c_str(), w.router.c_str(), static_cast<long long>(w.pairs), w.t.median_us,
+        w.tflops, w.gbps, w.pct_copy, w.pct_fp8, w.pct_bf16, ratio(w.x_bf16).c_str(),
+        ratio(w.x_fp8).c_str(), w.verify.c_str());
 }
 
 void write_csv(const Report& r, const std::string& path) {
@@ -78,16 +83,26 @@ void write_json(const Report& r, const std::string& path) {
   j["notes"] = r.notes;
   json rows = json::array();
   for (const Row& w : r.rows) {
-    json o = {{"layout", w.layout},       {"tokens", w.tokens},
-              {"experts_local", w.experts_local}, {"intermediate", w.intermediate},
-              {"local_per_token", w.local_per_token}, {"routing", w.routing},
-              {"backend", w.backend},     {"router", w.router},
-              {"pairs", w.pairs},         {"distinct_experts", w.distinct_experts},
-              {"median_us", w.t.median_us}, {"min_us", w.t.min_us},
-              {"max_us", w.t.max_us},     {"reps", w.t.reps},
-              {"tflops", w.tflops},       {"gbps", w.gbps},
-              {"pct_copy", w.pct_copy},   {"pct_fp8", w.pct_fp8},
-              {"pct_bf16", w.pct_bf16},   {"check", w.verify}};
+    json o = {{"layout", w.layout},
+              {"tokens", w.tokens},
+              {"experts_local", w.experts_local},
+              {"intermediate", w.intermediate},
+              {"local_per_token", w.local_per_token},
+              {"routing", w.routing},
+              {"backend", w.backend},
+              {"router", w.router},
+              {"pairs", w.pairs},
+              {"distinct_experts", w.distinct_experts},
+              {"median_us", w.t.median_us},
+              {"min_us", w.t.min_us},
+              {"max_us", w.t.max_us},
+              {"reps", w.t.reps},
+              {"tflops", w.tflops},
+              {"gbps", w.gbps},
+              {"pct_copy", w.pct_copy},
+              {"pct_fp8", w.pct_fp8},
+              {"pct_bf16", w.pct_bf16},
+              {"check", w.verify}};
     o["x_cublas_bf16"] = w.x_bf16 >= 0 ? json(w.x_bf16) : json(nullptr);
     o["x_cublas_fp8"] = w.x_fp8 >= 0 ? json(w.x_fp8) : json(nullptr);
     rows.push_back(std::move(o));

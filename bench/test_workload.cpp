@@ -21,14 +21,14 @@ using namespace mxmoe::bench;
 namespace {
 
 int g_failures = 0;
-#define CHECK(cond, ...)                                        \
-  do {                                                          \
-    if (!(cond)) {                                              \
-      ++g_failures;                                             \
+#define CHECK(cond, ...)                                                   \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      ++g_failures;                                                        \
       std::fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                        \
-      std::fputc('\n', stderr);                                 \
-    }                                                           \
+      std::fprintf(stderr, __VA_ARGS__);                                   \
+      std::fputc('\n', stderr);                                            \
+    }                                                                      \
   } while (0)
 
 void check_routing(const Layout& l, int T, bool skewed) {
@@ -52,7 +52,8 @@ void check_routing(const Layout& l, int T, bool skewed) {
         ++counts[id];
       }
     }
-    CHECK(static_cast<int>(seen.size()) == kTopK, "%s token %d has repeated ids", l.name.c_str(), t);
+    CHECK(static_cast<int>(seen.size()) == kTopK, "%s token %d has repeated ids", l.name.c_str(),
+          t);
     CHECK(local == l.local_per_token, "%s token %d: %d local ids", l.name.c_str(), t, local);
     CHECK(std::fabs(wsum - 1.0) < 1e-5, "token %d weights sum to %g", t, wsum);
     // The GPU router's choice: the 16 largest logits (sigmoid is monotonic, no bias).
@@ -65,8 +66,10 @@ void check_routing(const Layout& l, int T, bool skewed) {
     CHECK(top == seen, "%s token %d: logits' top-16 differ from the ids", l.name.c_str(), t);
     CHECK(lg[idx[kTopK - 1]] > lg[idx[kTopK]], "token %d: tie at the top-16 boundary", t);
   }
-  CHECK(counts == r.expert_counts, "%s T=%d %s: expert_counts differ from the ids", l.name.c_str(), T, d);
-  const int distinct = static_cast<int>(std::count_if(counts.begin(), counts.end(), [](int c) { return c > 0; }));
+  CHECK(counts == r.expert_counts, "%s T=%d %s: expert_counts differ from the ids", l.name.c_str(),
+        T, d);
+  const int distinct =
+      static_cast<int>(std::count_if(counts.begin(), counts.end(), [](int c) { return c > 0; }));
   CHECK(distinct == r.distinct_experts, "distinct %d vs %d", distinct, r.distinct_experts);
 }
 
@@ -131,7 +134,8 @@ int main() {
   }
   CHECK(lo == 116 && hi == 122, "scale bytes span [%d, %d], expected [116, 122]", lo, hi);
   CHECK(pool.w1(0).rows == 384 && pool.w1(0).k == kLatent && pool.w2(1).rows == kLatent &&
-            pool.w2(1).k == 384, "view shapes");
+            pool.w2(1).k == 384,
+        "view shapes");
   CHECK(pool.w1(5).packed == pool.w1(1).packed, "expert 5 aliases pool expert 1");
   CHECK(pool.w1(0).packed != pool.w1(1).packed, "pool experts are distinct");
   std::set<uint8_t> nibbles;
@@ -140,10 +144,12 @@ int main() {
 
   const BenchOptions def = parse({});
   CHECK(def.layouts.size() == 3 && def.tokens.size() == 7 && def.backends.size() == 2 &&
-            def.routing.size() == 2 && def.router.size() == 2 && !def.tokens_given, "defaults");
+            def.routing.size() == 2 && def.router.size() == 2 && !def.tokens_given,
+        "defaults");
   const BenchOptions q = parse({"--quick", "--tokens", "64,1,64", "--router=gpu"});
   CHECK(q.quick && q.layouts.size() == 2 && q.tokens == std::vector<int>({1, 64}) &&
-            q.tokens_given && q.router == std::vector<std::string>({"gpu"}), "quick + overrides");
+            q.tokens_given && q.router == std::vector<std::string>({"gpu"}),
+        "quick + overrides");
   CHECK(throws_usage([] { parse({"--layouts", "ep8"}); }), "unknown layout accepted");
   CHECK(throws_usage([] { parse({"--tokens", "0"}); }), "T=0 accepted");
   CHECK(throws_usage([] { parse({"--tokens", "1,,2"}); }), "empty list item accepted");

@@ -20,8 +20,8 @@
 namespace mxmoe::bench {
 
 struct TimingPolicy {
-  int reps = 10;       // wanted replays
-  int min_reps = 5;    // floor when the budget shrinks them
+  int reps = 10;     // wanted replays
+  int min_reps = 5;  // floor when the budget shrinks them
   double budget_s = 4.0;
   int warmup = 2;
   bool fixed = false;  // --reps given: exactly `reps`

@@ -120,7 +120,8 @@ Routing make_routing(const Layout& l, int tokens, bool skewed, uint64_t seed) {
       r.ids[static_cast<size_t>(t) * k + j] = row[j];
       lg[row[j]] = static_cast<float>(4.0 + u01(rng));
     }
-    for (int j = 0; j < k; ++j) r.weights[static_cast<size_t>(t) * k + j] /= static_cast<float>(sum);
+    for (int j = 0; j < k; ++j)
+      r.weights[static_cast<size_t>(t) * k + j] /= static_cast<float>(sum);
   }
   r.pairs = static_cast<int64_t>(tokens) * L;
   r.distinct_experts = static_cast<int>(

@@ -19,8 +19,8 @@
 // Weights: random E2M1 bytes (every code, both signs) and UE8M0 scale bytes 119 +- 3 (the
 // binade of QAT weights of magnitude ~2^-8; a 6-binade spread keeps every row inside the FP8 fold
 // window). Host memory holds only kWeightPool distinct experts; the views of local expert i alias
-// pool[i % kWeightPool], while prepare_weights uploads every expert to its own device memory, so the
-// timed kernels read distinct bytes for every expert (values do not change the timing).
+// pool[i % kWeightPool], while prepare_weights uploads every expert to its own device memory, so
+// the timed kernels read distinct bytes for every expert (values do not change the timing).
 #pragma once
 
 #include <cstdint>
@@ -39,10 +39,10 @@ constexpr double kHotShare = 0.8;
 constexpr int kWeightPool = 4;
 
 struct Layout {
-  std::string name;       // "ep16", "tp8ep4", "full"
-  int experts_local;      // E_local
-  int intermediate;       // I
-  int local_per_token;    // local ids among each token's top_k
+  std::string name;     // "ep16", "tp8ep4", "full"
+  int experts_local;    // E_local
+  int intermediate;     // I
+  int local_per_token;  // local ids among each token's top_k
 };
 Layout layout_by_name(const std::string& name);
 
