@@ -201,6 +201,18 @@ TEST(CliBadInput, NonFiniteValues) {
   expect_error(run_args(f), f.dir, 1, {"topk_weights", "[1, 1]"});
 }
 
+TEST(CliBadInput, F32InputOverflowsBf16InBlockScope) {
+  const Fixture f = setup(false);
+  std::vector<float> x(2 * 256, 1.0f);
+  x[256 + 7] = 3.4e38f;  // finite in F32, rounds to Inf in BF16
+  SafetensorsWriter w;
+  w.add_bytes("hidden_states", DType::kF32, {2, 256}, x.data());
+  w.write(f.in);
+  std::vector<std::string> a = run_args(f);
+  a.insert(a.end(), {"--scope", "block"});
+  expect_error(a, f.dir, 1, {"hidden_states", "[1, 7]", "BF16"});
+}
+
 TEST(CliBadInput, LayerAndEpRangeOutsideTheModel) {
   const Fixture f = setup();
   std::vector<std::string> a = run_args(f);

@@ -199,6 +199,25 @@ std::vector<std::string> stats_row(const std::string& out, const std::string& ma
   return {};
 }
 
+// The "rows per spread" histogram line of `matrix`, as (spread, rows) pairs.
+std::vector<std::pair<int, long long>> spread_histogram(const std::string& out,
+                                                        const std::string& matrix) {
+  std::istringstream is(out);
+  for (std::string line; std::getline(is, line);) {
+    std::istringstream ls(line);
+    std::string m, w1, w2, w3;
+    ls >> m >> w1 >> w2 >> w3;
+    if (m != matrix || w1 != "rows" || w3 != "spread:") continue;
+    std::vector<std::pair<int, long long>> h;
+    for (std::string e; ls >> e;) {
+      const size_t colon = e.find(':');
+      h.emplace_back(std::stoi(e.substr(0, colon)), std::stoll(e.substr(colon + 1)));
+    }
+    return h;
+  }
+  return {};
+}
+
 // The generator's documented scale distribution gives known answers: per-block jitter +-2 and no
 // wide rows -> every row spread <= 4, none outside the window; every row wide (fraction 1) with
 // spread 17 -> every row outside the window.
@@ -216,6 +235,14 @@ TEST(CliInfo, ScaleStatisticsMatchTheGenerator) {
     EXPECT_EQ(c[3], std::to_string(8 * (std::string(m) == "w2" ? 128 : 96))) << m;
     EXPECT_LE(std::stoi(c[6]), 4) << m;
     EXPECT_EQ(c[8], "0") << m;
+    long long total = 0;
+    const auto h = spread_histogram(r.out, m);
+    ASSERT_FALSE(h.empty()) << m << "\n" << r.out;
+    for (const auto& [spread, rows] : h) {
+      EXPECT_LE(spread, 4) << m;
+      total += rows;
+    }
+    EXPECT_EQ(std::to_string(total), c[3]) << m;
   }
 
   const std::string wide_dir = dir + "/wide";
@@ -229,6 +256,7 @@ TEST(CliInfo, ScaleStatisticsMatchTheGenerator) {
     EXPECT_EQ(c[2], "2");
     EXPECT_EQ(c[8], c[3]) << "every row should be outside the window: " << m;
     EXPECT_GT(std::stoi(c[6]), 14);
+    for (const auto& [spread, rows] : spread_histogram(r.out, m)) EXPECT_GT(spread, 14) << m;
   }
   EXPECT_NE(r.out.find("e1 "), std::string::npos) << "--per-expert lines missing\n" << r.out;
 }

@@ -161,6 +161,13 @@ int cmd_info(int argc, char** argv) {
                       ? "  worst expert " + std::to_string(worst) + " (" +
                             std::to_string(worst_rows) + " rows)"
                       : "");
+      // The spread histogram says how far past the window the outliers go, which decides the
+      // fallback a kernel needs (a second offset per K block, or BF16).
+      std::string hist;
+      for (int d = 0; d < 256; ++d)
+        if (agg.spread_histogram[d])
+          hist += " " + std::to_string(d) + ":" + std::to_string(agg.spread_histogram[d]);
+      std::printf("  %-6s %-6s rows per spread:%s\n", "", names[m], hist.c_str());
     }
     std::fprintf(stderr, "mxmoe info: layer %d statistics in %.2f s\n", l, t.seconds());
   }

@@ -138,7 +138,16 @@ void read_run_input(const std::string& path, const ModelConfig& cfg, Scope scope
 
 std::vector<uint16_t> hidden_states_bf16(const RunRequest& req) {
   std::vector<uint16_t> b(req.x.size());
-  for (size_t i = 0; i < b.size(); ++i) b[i] = float_to_bf16(req.x[i]);
+  const size_t width = req.tokens > 0 ? req.x.size() / req.tokens : 1;
+  for (size_t i = 0; i < b.size(); ++i) {
+    b[i] = float_to_bf16(req.x[i]);
+    if (!std::isfinite(bf16_to_float(b[i]))) {
+      std::ostringstream os;
+      os << "input tensor 'hidden_states': F32 value " << req.x[i] << " at [" << i / width
+         << ", " << i % width << "] overflows BF16";
+      throw Error(os.str());
+    }
+  }
   return b;
 }
 
