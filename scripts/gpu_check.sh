@@ -83,12 +83,13 @@ awk '/^\[metrics\]/ {
     sub("%", "", n)
     kind = "same-mode (bar cos>=0.99999, NRMSE<=0.5%)"
     if ($0 ~ /\(CPU mxfp8\)/) kind = "CPU mxfp8 vs CPU bf16 (the format itself)"
-    else if ($0 ~ / w4a8 / && $0 ~ /vs ref bf16/) kind = "GPU w4a8 vs CPU bf16 (issue bar 0.9996 / 2.8%)"
+    else if ($0 ~ / w4a8 / && $0 ~ /vs ref bf16 \(mxfp8 input\)/) kind = "GPU w4a8 vs CPU bf16, same MXFP8 input (issue bar 0.9996 / 2.8%)"
+    else if ($0 ~ / w4a8 / && $0 ~ /vs ref bf16/) kind = "GPU w4a8 vs CPU bf16, raw input (info)"
     cnt[kind]++
     if (!(kind in wc) || c + 0 < wc[kind]) wc[kind] = c + 0
     if (!(kind in wn) || n + 0 > wn[kind]) wn[kind] = n + 0
   }
-  END { for (k in cnt) printf "  %-48s %3d cases: worst cosine %.7f, worst NRMSE %.4f%%\n", k, cnt[k], wc[k], wn[k] }' \
+  END { for (k in cnt) printf "  %-66s %3d cases: worst cosine %.7f, worst NRMSE %.4f%%\n", k, cnt[k], wc[k], wn[k] }' \
   "$LOG/metrics.txt" > "$B/metrics_summary.txt" 2>/dev/null
 echo
 echo "---- mxmoe check ----"

@@ -131,7 +131,7 @@ std::string describe(const Metrics& m) {
 }
 
 void report(const std::string& name, const std::string& against, const Metrics& m) {
-  std::printf("[metrics] %-44s vs %-14s %s\n", name.c_str(), against.c_str(),
+  std::printf("[metrics] %-44s vs %-22s %s\n", name.c_str(), against.c_str(),
               describe(m).c_str());
   std::fflush(stdout);
 }

@@ -207,14 +207,27 @@ void run_case(const GpuLayer& gl, const CaseOptions& c, CaseResult* result) {
       report(label + " (CPU mxfp8)", "ref bf16", fmt);
       EXPECT_GE(x.cosine, fmt.cosine - 1e-5) << label << ": w4a8 kernel adds error to MXFP8's";
       EXPECT_LE(x.nrmse, fmt.nrmse + 1e-3) << label << ": w4a8 kernel adds error to MXFP8's";
-      // Issue 3's absolute bar (cosine >= 0.9996, NRMSE <= 2.8%, from the SM120 report on the
-      // real model) depends on the data: on these synthetic i.i.d. inputs exact MXFP8 itself
-      // misses it (the CPU line above), so it is printed as a verdict, and `mxmoe check`
-      // enforces it on the checkpoint it is given.
-      const bool bar = x.cosine >= 0.9996 && x.nrmse <= 0.028;
-      std::printf("[issue-bar] %s w4a8 vs bf16 reference: cosine %.7f NRMSE %.4f%% -> %s\n",
-                  label.c_str(), x.cosine, x.nrmse * 100,
-                  bar ? "met" : "NOT MET (MXFP8 itself misses it on these synthetic inputs)");
+      // Issue 3's bar (cosine >= 0.9996, NRMSE <= 2.8%) quotes the SM120 report (0.99962,
+      // 2.75%). Those numbers are what the SiTU-output requantization alone costs: the bf16
+      // reference there was fed the same MXFP8-quantized expert input (docs/NUMERICS.md,
+      // "w4a8 against bf16"). With an independently rounded BF16 input, exact MXFP8 itself
+      // measures ~4.7% here (the line above): SiTU amplifies the input's rounding error. So the
+      // bar is enforced in the report's setting, and the raw-input gap is printed above.
+      std::vector<float> xq(in.x.size());
+      quantize_activations(in.x.data(), static_cast<int>(in.x.size() / H), H, ActMode::kMxfp8,
+                           xq.data());
+      const std::vector<float> ref_bf16_mxin =
+          reference_rows(s.layer, xq, H, in.ids, in.weights, k, rows, ActMode::kBf16, situ, range);
+      const Metrics bar = compare(got.data(), ref_bf16_mxin.data(), got.size());
+      report(label, "ref bf16 (mxfp8 input)", bar);
+      EXPECT_GE(bar.cosine, 0.9996) << label << ": issue 3 bar, w4a8 vs bf16 reference";
+      EXPECT_LE(bar.nrmse, 0.028) << label << ": issue 3 bar, w4a8 vs bf16 reference";
+      std::printf("[issue-bar] %s w4a8 vs bf16 reference on the same MXFP8 input: cosine %.7f "
+                  "NRMSE %.4f%% -> %s; with a raw BF16 input: cosine %.7f NRMSE %.4f%% (CPU "
+                  "mxfp8 itself: %.4f%%)\n",
+                  label.c_str(), bar.cosine, bar.nrmse * 100,
+                  bar.cosine >= 0.9996 && bar.nrmse <= 0.028 ? "met" : "NOT MET", x.cosine,
+                  x.nrmse * 100, fmt.nrmse * 100);
     }
     if (mode == ActMode::kBf16 && c.cross_mode_bar) ref_bf16 = ref;
     if (result) result->out[static_cast<int>(b)] = std::move(out);
