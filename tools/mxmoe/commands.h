@@ -17,5 +17,8 @@ int cmd_run(int argc, char** argv);        // run one MoE layer on the CPU refer
 // and scope. Implemented in cmd_check.cpp (CUDA builds) or check_stub.cpp (no CUDA: throws the
 // "built without CUDA" error).
 int cmd_check(int argc, char** argv);
+// Times the MoE at Kimi-K3's shapes next to in-run ceilings and cuBLAS baselines (bench/bench.h);
+// CUDA builds only.
+int cmd_bench(int argc, char** argv);
 
 }  // namespace mxmoe::cli

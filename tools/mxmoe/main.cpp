@@ -19,7 +19,8 @@ const char kUsage[] =
     "  gen-input  write an input file for `run` that matches a checkpoint's config\n"
     "  info       summarize a checkpoint: layers, tensors, MXFP4 scale statistics\n"
     "  run        run one MoE layer (routed experts or the whole block) on CPU or GPU\n"
-    "  check      run a layer on GPU and CPU and compare (CUDA builds only)\n";
+    "  check      run a layer on GPU and CPU and compare (CUDA builds only)\n"
+    "  bench      time the MoE at Kimi-K3 shapes against ceilings and cuBLAS (CUDA builds only)\n";
 
 // Messages are promised to be one line: fold any newline a lower layer let through.
 std::string one_line(const char* what) {
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
     if (cmd == "info") return cmd_info(argc, argv);
     if (cmd == "run") return cmd_run(argc, argv);
     if (cmd == "check") return cmd_check(argc, argv);
+    if (cmd == "bench") return cmd_bench(argc, argv);
     std::fprintf(stderr, "mxmoe: error: unknown command '%s' (try 'mxmoe --help')\n", cmd.c_str());
     return 2;
   } catch (const UsageError& e) {
