@@ -289,6 +289,10 @@ TEST(CliBadInput, CudaDeviceAndCheck) {
 #if MXMOE_CLI_CUDA
   // A CUDA build: on a machine without a GPU this must still fail cleanly on one line; on the
   // H200 it may succeed (tests/gpu hold it to the reference there).
+  // `mxmoe bench` is linked in: its usage must come back through the CLI.
+  const CliResult help = run_cli({"bench", "--help"}, f.dir, 60);
+  EXPECT_EQ(help.exit_code, 0) << help.describe();
+  EXPECT_NE(help.out.find("--quick"), std::string::npos) << help.describe();
   for (const std::vector<std::string>& args :
        {a, std::vector<std::string>{"check", "--model", f.model, "--tokens", "4", "--quiet"}}) {
     const CliResult r = run_cli(args, f.dir, 300);
@@ -301,6 +305,7 @@ TEST(CliBadInput, CudaDeviceAndCheck) {
 #else
   expect_error(a, f.dir, 1, {"built without CUDA", "--device cuda"});
   expect_error({"check", "--model", f.model}, f.dir, 1, {"built without CUDA", "check"});
+  expect_error({"bench", "--quick"}, f.dir, 1, {"built without CUDA", "bench"});
 #endif
 }
 
