@@ -124,6 +124,9 @@ TEST(CliBadInput, MissingModelDirectoryAndInputFile) {
   expect_error({"run", "--model", f.model, "--input", f.dir + "/nope.safetensors", "--output",
                 f.out},
                f.dir, 1, {"nope.safetensors"});
+  expect_error({"run", "--model", f.model, "--input", f.in, "--output",
+                f.dir + "/no_such_dir/out.safetensors"},
+               f.dir, 1, {"--output", "no_such_dir"});
 }
 
 TEST(CliBadInput, TruncatedInput) {

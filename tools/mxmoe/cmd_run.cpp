@@ -6,6 +6,7 @@
 // one-line summary of the output (shape and checksums) on stdout.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "args.h"
 #include "commands.h"
@@ -44,6 +45,14 @@ int cmd_run(int argc, char** argv) {
   if (device == "cuda" && !cuda_built())
     throw Error("mxmoe was built without CUDA (nvcc not found at configure time); --device cuda "
                 "is unavailable");
+
+  // Fail before a long compute, not after it, when the output cannot be written.
+  {
+    const std::filesystem::path dir = std::filesystem::path(output).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+      throw Error("--output " + output + ": directory " + dir.string() + " does not exist");
+  }
 
   Timer t_load;
   LoadedRun r = load_run(o);
