@@ -38,7 +38,7 @@ targets=(mxmoe)
 # (a file, not a pipe into grep -q: with pipefail, grep's early exit would fail the pipeline)
 ninja -C "$B" -t targets all > "$B/targets.txt" 2>/dev/null
 for t in test_gpu_glue_kernels test_gpu_arch_gate test_gpu_moe_reference test_gpu_moe_graph \
-         test_sm90_grouped_gemm; do
+         test_sm90_grouped_gemm mxmoe_bench_cli; do
   grep -q "^$t:" "$B/targets.txt" && targets+=("$t")
 done
 if ! ninja -C "$B" -j"$JOBS" "${targets[@]}" > "$LOG/build.log" 2>&1; then
