@@ -5,6 +5,8 @@
 #   - configures with CUDA ON whenever nvcc is found (the CUDA code must compile in CI too), Release,
 #     Ninja, -j2; the build directory is $MXMOE_BUILD_DIR (default build/);
 #   - runs ctest: label `cpu` tests everywhere, label `gpu` tests skip loudly without a GPU.
+#   - then the Python package's tests (python/ci.sh: installs torch from PyPI if missing, builds
+#     the extension's CPU ops, runs pytest; CUDA tests skip loudly). MXMOE_SKIP_PYTHON=1 skips it.
 # Extra arguments go to ctest (e.g. `scripts/test.sh -L cpu`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,3 +20,6 @@ jobs="${MXMOE_JOBS:-2}"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
 ninja -C "$build" -j"$jobs"
 ctest --test-dir "$build" --output-on-failure -j"$jobs" "$@"
+if [ "${MXMOE_SKIP_PYTHON:-0}" != 1 ]; then
+  bash python/ci.sh
+fi
