@@ -93,7 +93,10 @@ TEST(GpuQuantize, Fp32RowsRoundToBf16) {
   run_quantize_case(true, false);
 }
 
-void run_route_case(int T, int E, int k, bool renorm, float scaling, bool ties, uint64_t seed) {
+// logit_shift moves every logit (e.g. -120: every sigmoid underflows to 0 and the bias alone
+// picks the experts; the weights must then be 0, as route_kimi gives, never NaN).
+void run_route_case(int T, int E, int k, bool renorm, float scaling, bool ties, uint64_t seed,
+                    float logit_shift = 0.0f) {
   const int64_t stride = E + 8;
   Rng r(seed);
   std::vector<float> logits(static_cast<size_t>(T) * stride, NAN), dense(static_cast<size_t>(T) * E);
@@ -102,7 +105,7 @@ void run_route_case(int T, int E, int k, bool renorm, float scaling, bool ties, 
   for (int t = 0; t < T; ++t)
     for (int e = 0; e < E; ++e) {
       // ties: every score equal within a token, so the order must come from the ids alone.
-      const float v = ties ? 0.25f * (t % 3) : 2.0f * r.normal();
+      const float v = logit_shift + (ties ? 0.25f * (t % 3) : 2.0f * r.normal());
       logits[t * stride + e] = v;
       dense[static_cast<size_t>(t) * E + e] = v;
     }
@@ -130,6 +133,12 @@ void run_route_case(int T, int E, int k, bool renorm, float scaling, bool ties, 
     if (ids[i] != want_ids[i] && ++bad <= 5)
       ADD_FAILURE() << "token " << i / k << " slot " << i % k << ": id " << ids[i] << " want "
                     << want_ids[i];
+    if (want_w[i] == 0.0f) {
+      if (w[i] != 0.0f && ++bad <= 5)
+        ADD_FAILURE() << "token " << i / k << " slot " << i % k << ": weight " << w[i]
+                      << " want 0";
+      continue;
+    }
     max_rel = std::max(max_rel, std::fabs(double(w[i]) - want_w[i]) / std::fabs(want_w[i]));
   }
   EXPECT_EQ(bad, 0);
@@ -150,6 +159,10 @@ TEST(GpuRoute, NoRenormalizeWithScaling) {
 TEST(GpuRoute, TiesGoToTheLowerId) {
   MXMOE_REQUIRE_SM90();
   run_route_case(9, 896, 16, true, 1.0f, true, 7);
+}
+TEST(GpuRoute, UnderflowedSigmoidsGiveZeroWeightsNotNaN) {
+  MXMOE_REQUIRE_SM90();
+  run_route_case(5, 896, 16, true, 1.0f, false, 9, -120.0f);
 }
 TEST(GpuRoute, SmallExpertCountAndWideTopK) {
   MXMOE_REQUIRE_SM90();

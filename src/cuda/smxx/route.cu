@@ -72,14 +72,16 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   }
   if (lane < k && lane < 32) {
     ids[static_cast<size_t>(t) * k + lane] = my_id;
-    weights[static_cast<size_t>(t) * k + lane] = renormalize ? my_s / sum * scaling
-                                                             : my_s * scaling;
+    // sum == 0 (every chosen sigmoid underflowed) gives weight 0, as route_kimi does, not NaN.
+    weights[static_cast<size_t>(t) * k + lane] =
+        renormalize ? (sum > 0.0f ? my_s / sum * scaling : 0.0f) : my_s * scaling;
   }
   if (k > 32) {
     __syncwarp();
     for (int j = 32 + lane; j < k; j += 32) {
       const size_t i = static_cast<size_t>(t) * k + j;
-      weights[i] = renormalize ? weights[i] / sum * scaling : weights[i] * scaling;
+      weights[i] = renormalize ? (sum > 0.0f ? weights[i] / sum * scaling : 0.0f)
+                               : weights[i] * scaling;
     }
   }
 }
