@@ -62,6 +62,10 @@ class DevBuf {
 void fill_bf16(uint16_t* p, size_t n, uint64_t seed, float amplitude, cudaStream_t s);
 void fill_e4m3(uint8_t* p, size_t n, uint64_t seed, float amplitude, cudaStream_t s);
 void fill_f32(float* p, size_t n, float value, cudaStream_t s);
+// The bandwidth ceiling's copy: 16-byte loads and stores, a few in flight per thread, over a grid
+// that fills every SM (bytes % 16 == 0). Copy engines (cudaMemcpyAsync device to device, which
+// a graph runs as a memcpy node) reach only ~2.7 TB/s on an H200; SM loads reach ~4.2.
+void copy_kernel(void* dst, const void* src, size_t bytes, int num_sms, cudaStream_t s);
 
 // Dequantizes one MXFP4 matrix [rows, k] (packed [rows, k/2], scales [rows, k/32]) ahead of time:
 //  - to BF16 [rows, k] (exact: e2m1 * 2^(s-127) fits BF16 for every scale the bench generates);
