@@ -29,6 +29,7 @@ enum class DType { kBool, kU8, kI8, kI16, kI32, kI64, kF16, kBF16, kF32, kF64, k
 const char* dtype_name(DType d);        // "U8", "BF16", ... as safetensors spells them
 size_t dtype_size(DType d);
 bool dtype_from_name(const std::string& s, DType* out);
+std::string shape_str(const std::vector<int64_t>& shape);  // "[3072, 1792]"
 
 // A tensor inside a mapped file. data stays valid while the owning file/checkpoint lives.
 struct TensorView {

@@ -14,17 +14,6 @@
 namespace mxmoe {
 namespace {
 
-std::string shape_of(std::initializer_list<int64_t> s) {
-  std::string r = "[";
-  bool first = true;
-  for (int64_t d : s) {
-    if (!first) r += ", ";
-    r += std::to_string(d);
-    first = false;
-  }
-  return r + "]";
-}
-
 class LayerLoader {
  public:
   LayerLoader(const Checkpoint& ckpt, int layer)
@@ -38,9 +27,10 @@ class LayerLoader {
     if (t->dtype != dtype)
       throw Error(t->file + ": tensor '" + t->name + "' has dtype " + dtype_name(t->dtype) +
                   ", expected " + dtype_name(dtype));
-    if (t->shape != std::vector<int64_t>(shape))
+    const std::vector<int64_t> want(shape);
+    if (t->shape != want)
       throw Error(t->file + ": tensor '" + t->name + "' has shape " + t->shape_str() +
-                  ", expected " + shape_of(shape));
+                  ", expected " + shape_str(want));
     if (reinterpret_cast<uintptr_t>(t->data) % dtype_size(dtype) != 0)
       throw Error(t->file + ": tensor '" + t->name + "' is not aligned to its " +
                   std::to_string(dtype_size(dtype)) + "-byte elements");

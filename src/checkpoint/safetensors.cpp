@@ -93,7 +93,7 @@ int64_t TensorView::numel() const {
   return n;
 }
 
-std::string TensorView::shape_str() const {
+std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) s += ", ";
@@ -101,6 +101,8 @@ std::string TensorView::shape_str() const {
   }
   return s + "]";
 }
+
+std::string TensorView::shape_str() const { return mxmoe::shape_str(shape); }
 
 // ---- reader ------------------------------------------------------------------------------------
 
