@@ -1,13 +1,11 @@
 // tools/mxmoe/bench_stub.cpp: `mxmoe bench` in a build without the GPU runtime.
 #include "commands.h"
-#include "mxmoe/common.h"
+#include "device_run.h"
 
 namespace mxmoe::cli {
 
 int cmd_bench(int, char**) {
-  throw Error(
-      "mxmoe was built without CUDA (nvcc not found at configure time); 'mxmoe bench' is "
-      "unavailable");
+  throw built_without_cuda("'mxmoe bench'");
 }
 
 }  // namespace mxmoe::cli

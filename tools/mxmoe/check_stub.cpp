@@ -9,9 +9,7 @@ namespace mxmoe::cli {
 
 int cmd_check(int, char**) {
   if (cuda_built()) throw Error("'mxmoe check' is not part of this build (cmd_check.cpp missing)");
-  throw Error(
-      "mxmoe was built without CUDA (nvcc not found at configure time); 'mxmoe check' is "
-      "unavailable");
+  throw built_without_cuda("'mxmoe check'");
 }
 
 }  // namespace mxmoe::cli

@@ -42,9 +42,7 @@ int cmd_run(int argc, char** argv) {
   const std::string output = a.require_str("output");
   const std::string device = a.choice("device", "cpu", {"cpu", "cuda"});
   const bool progress = !a.has("quiet");
-  if (device == "cuda" && !cuda_built())
-    throw Error("mxmoe was built without CUDA (nvcc not found at configure time); --device cuda "
-                "is unavailable");
+  if (device == "cuda" && !cuda_built()) throw built_without_cuda("--device cuda");
 
   // Fail before a long compute, not after it, when the output cannot be written.
   {

@@ -39,4 +39,11 @@ void run_on_cuda(const RunRequest& req, const std::string& backend, std::vector<
 // True when this binary was built with the CUDA kernels.
 bool cuda_built();
 
+// The error every CUDA-only feature (`what`: "--device cuda", "'mxmoe check'", ...) gives in a
+// build without CUDA.
+inline Error built_without_cuda(const std::string& what) {
+  return Error("mxmoe was built without CUDA (nvcc not found at configure time); " + what +
+               " is unavailable");
+}
+
 }  // namespace mxmoe::cli

@@ -7,9 +7,7 @@ namespace mxmoe::cli {
 bool cuda_built() { return false; }
 
 void run_on_cuda(const RunRequest&, const std::string&, std::vector<float>*) {
-  throw Error(
-      "mxmoe was built without CUDA (nvcc not found at configure time); --device cuda is "
-      "unavailable");
+  throw built_without_cuda("--device cuda");
 }
 
 }  // namespace mxmoe::cli
