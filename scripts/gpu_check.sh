@@ -7,7 +7,8 @@
 # Run on the device as:  bash scripts/gpu_check.sh          (carry [".deps"])
 # Logs go to $OUT (the device tool's folder that comes back), else to build-gpu/logs.
 # Environment: MXMOE_GPU_JOBS (ninja -j, default 16), MXMOE_GPU_TESTS (a ctest -R regex to run
-# a subset), MXMOE_TEST_TIMEOUT (seconds per test, default 300).
+# a subset), MXMOE_TEST_TIMEOUT (seconds per test, default 300), MXMOE_GPU_BENCH (flags for an
+# `mxmoe bench` run after the tests; its table is printed last).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -37,8 +38,9 @@ grep -q "CUDA kernels ON" "$LOG/configure.log" || note "configure: WARNING CUDA 
 targets=(mxmoe)
 # (a file, not a pipe into grep -q: with pipefail, grep's early exit would fail the pipeline)
 ninja -C "$B" -t targets all > "$B/targets.txt" 2>/dev/null
-for t in test_gpu_glue_kernels test_gpu_arch_gate test_gpu_moe_reference test_gpu_moe_graph \
-         test_sm90_grouped_gemm mxmoe_bench_cli; do
+# Every GPU test executable declared in tests/gpu/CMakeLists.txt, plus the bench.
+gpu_tests=$(sed -n 's/^ *mxmoe_add_test(\([A-Za-z0-9_]*\).*/\1/p' tests/gpu/CMakeLists.txt)
+for t in $gpu_tests mxmoe_bench_cli; do
   grep -q "^$t:" "$B/targets.txt" && targets+=("$t")
 done
 if ! ninja -C "$B" -j"$JOBS" "${targets[@]}" > "$LOG/build.log" 2>&1; then
@@ -98,10 +100,20 @@ echo "---- GPU test metrics (worst per kind; full list in metrics.txt) ----"
 cat "$B/metrics_summary.txt"
 grep -h "^\[determinism\]" "$LOG/metrics.txt" | sed 's/^/  /'
 echo "  graph replays equal to direct runs and within the same-mode bar: $(grep -c "graph replay" "$LOG/metrics.txt") checks (test_gpu_moe_graph)"
+# Optional: the end-to-end benchmark, its table printed last (MXMOE_GPU_BENCH holds the flags,
+# e.g. "--layouts ep16,tp8ep4 --tokens 1,64,4096,16384 --no-baselines --budget 0.3").
+bench_rc=0
+if [ -n "${MXMOE_GPU_BENCH:-}" ]; then
+  # shellcheck disable=SC2086  (the flags are meant to split)
+  "$B/tools/mxmoe/mxmoe" bench $MXMOE_GPU_BENCH --csv "$LOG/bench.csv" > "$LOG/bench.log" 2>&1
+  bench_rc=$?
+  note "mxmoe bench $MXMOE_GPU_BENCH: rc $bench_rc (bench.log, bench.csv), $(elapsed)"
+fi
 echo "---- summary ----"
 printf '%s\n' "${SUMMARY[@]}"
 echo "failure lines in test logs: $bars_failed"
 echo "mxmoe check rows marked FAIL: $(cat "$LOG"/check_*.log 2>/dev/null | grep -c " FAIL$")"
-rc=$(( ctest_rc != 0 || check_rc != 0 ))
+rc=$(( ctest_rc != 0 || check_rc != 0 || bench_rc != 0 ))
 echo "gpu_check: $([ $rc = 0 ] && echo PASS || echo FAIL) in $(elapsed)"
+if [ -n "${MXMOE_GPU_BENCH:-}" ]; then echo "---- mxmoe bench ----"; grep -v "^note:" "$LOG/bench.log" | tail -60; fi
 exit $rc
