@@ -2,8 +2,12 @@
 //
 // Per owned expert, on the host: check every scale byte (255 = NaN is refused), fuse w1/w3 into
 // w13 (weight_layout.h), prepack w13 and w2 into the kernels' order (sm90::prepack_mxfp4), then
-// copy to the device. Experts are independent, so host threads split them (real layers hold up
-// to 896 x 17.5 MB); each thread reuses its own staging buffers.
+// copy to the device. For the w4a8 backend also fold w13 and w2 exactly into E4M3 with per-row
+// exponents (sm90/fp8_fold.h; prepared.h says how much memory) for the FP8 prefill GEMMs; the
+// rare extra folds of rows outside the window are gathered after all experts and uploaded once.
+// Experts are independent, so host threads split them (real layers hold up to 896 x 17.5 MB);
+// each thread reuses its own staging buffers.
+// Also here: use_w4a8_fp8 / launch_w4a8_fp8_gemms (prepared.h), the FP8 path run_moe calls.
 // Limitations: synchronous; pageable copies (prepare runs once, at load time).
 #include <cuda_runtime.h>
 
@@ -14,11 +18,17 @@
 #include <thread>
 #include <vector>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "mxmoe/moe.h"
 #include "mxmoe/weight_layout.h"
 #include "runtime/arch.h"
 #include "runtime/prepared.h"
+#include "sm90/fp8_fold.h"
+#include "sm90/fp8_gemm.h"
 #include "sm90/grouped_gemm.h"
+#include "smxx/quantize_mxfp8_codes.h"
 
 namespace mxmoe {
 namespace {
@@ -42,6 +52,55 @@ std::string check_view(const Mxfp4View& v, int rows, int k, int expert, const ch
   return std::string();
 }
 
+void free_fp8(Fp8DeviceWeights* f) {
+  cudaFree(f->w);
+  cudaFree(f->row_exp);
+  cudaFree(f->extra_begin);
+  cudaFree(f->extra_w);
+  cudaFree(f->extra_exp);
+  *f = Fp8DeviceWeights{};
+}
+
+// MXMOE_W4A8_FP8=off: no folded weights, no FP8 path (A/B measurements). Read once.
+bool fp8_path_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("MXMOE_W4A8_FP8");
+    return !(v && std::strcmp(v, "off") == 0);
+  }();
+  return on;
+}
+
+// The small parts of one expert's fold that are gathered after all experts (the fold-0 codes and
+// exponents go to the device directly).
+struct FoldMeta {
+  std::vector<int32_t> tile_extra, extra_exp;
+  std::vector<uint8_t> extra_w;
+  int64_t rows_split = 0;
+};
+
+// Uploads the extra folds and the per-tile prefix of one folded weight set.
+cudaError_t upload_fold_meta(const std::vector<FoldMeta>& meta, Fp8DeviceWeights* f) {
+  std::vector<int32_t> begin{0};
+  std::vector<uint8_t> ew;
+  std::vector<int32_t> ee;
+  for (const FoldMeta& m : meta) {
+    for (int32_t t : m.tile_extra) begin.push_back(begin.back() + t);
+    ew.insert(ew.end(), m.extra_w.begin(), m.extra_w.end());
+    ee.insert(ee.end(), m.extra_exp.begin(), m.extra_exp.end());
+  }
+  cudaError_t e = cudaMalloc(&f->extra_begin, begin.size() * 4);
+  if (e == cudaSuccess)
+    e = cudaMemcpy(f->extra_begin, begin.data(), begin.size() * 4, cudaMemcpyHostToDevice);
+  if (e == cudaSuccess && !ew.empty()) {
+    e = cudaMalloc(&f->extra_w, ew.size());
+    if (e == cudaSuccess) e = cudaMemcpy(f->extra_w, ew.data(), ew.size(), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMalloc(&f->extra_exp, ee.size() * 4);
+    if (e == cudaSuccess)
+      e = cudaMemcpy(f->extra_exp, ee.data(), ee.size() * 4, cudaMemcpyHostToDevice);
+  }
+  return e;
+}
+
 void free_all(PreparedWeights* w) {
   if (!w) return;
   int prev = -1;
@@ -51,6 +110,8 @@ void free_all(PreparedWeights* w) {
   cudaFree(w->w13_scales);
   cudaFree(w->w2_packed);
   cudaFree(w->w2_scales);
+  free_fp8(&w->fp8_w13);
+  free_fp8(&w->fp8_w2);
   if (prev >= 0) cudaSetDevice(prev);
   delete w;
 }
@@ -138,14 +199,26 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
   const size_t p2 = sm90::prepacked_packed_bytes(H, I);
   const size_t s2 = sm90::prepacked_scale_bytes(H, I);
   w->weight_bytes = (p13 + s13 + p2 + s2) * count;
+  const bool fold = opt.backend == Backend::kW4A8 && fp8_path_enabled() &&
+                    H % sm90::kFoldTileK == 0 && I % sm90::kFoldTileK == 0;
+  const size_t f13 = static_cast<size_t>(2) * I * H, f2 = static_cast<size_t>(H) * I;
   cudaError_t err = cudaMalloc(&w->w13_packed, p13 * count);
   if (err == cudaSuccess) err = cudaMalloc(&w->w13_scales, s13 * count);
   if (err == cudaSuccess) err = cudaMalloc(&w->w2_packed, p2 * count);
   if (err == cudaSuccess) err = cudaMalloc(&w->w2_scales, s2 * count);
+  if (fold) {
+    w->fp8_bytes = (f13 + f2) * count + static_cast<size_t>(2 * I + H) * count * 4;
+    if (err == cudaSuccess) err = cudaMalloc(&w->fp8_w13.w, f13 * count);
+    if (err == cudaSuccess) err = cudaMalloc(&w->fp8_w13.row_exp, static_cast<size_t>(2) * I * count * 4);
+    if (err == cudaSuccess) err = cudaMalloc(&w->fp8_w2.w, f2 * count);
+    if (err == cudaSuccess) err = cudaMalloc(&w->fp8_w2.row_exp, static_cast<size_t>(H) * count * 4);
+  }
   if (err != cudaSuccess) {
     const std::string msg = cuda_msg(
-        "prepare_weights: cannot allocate " + std::to_string(w->weight_bytes >> 20) +
-            " MiB of weights", err);
+        "prepare_weights: cannot allocate " +
+            std::to_string((w->weight_bytes + w->fp8_bytes) >> 20) + " MiB of weights" +
+            (fold ? " (incl. the FP8 W4A8 copy; MXMOE_W4A8_FP8=off skips it)" : ""),
+        err);
     free_all(w);
     if (prev >= 0) cudaSetDevice(prev);
     return Status::Fail(msg);
@@ -154,13 +227,35 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
   std::atomic<int> next{0};
   std::mutex mu;
   std::string failure;
+  std::vector<FoldMeta> meta13(fold ? count : 0), meta2(fold ? count : 0);
   auto worker = [&]() {
     cudaSetDevice(device);  // the current device is per host thread
     std::vector<uint8_t> fp(static_cast<size_t>(2) * I * H / 2), fs(static_cast<size_t>(2) * I * H / 32);
     std::vector<uint8_t> pp(std::max(p13, p2)), ps(std::max(s13, s2));
+    sm90::Fp8FoldedMatrix folded;
+    // Folds one matrix and uploads its fold-0 codes and exponents (expert i of the set).
+    auto fold_one = [&](const uint8_t* packed, const uint8_t* scales, int rows, int k,
+                        Fp8DeviceWeights* dst, FoldMeta* meta, int i) {
+      sm90::fold_mxfp4_to_e4m3(packed, scales, rows, k, &folded);
+      const size_t n = static_cast<size_t>(rows) * k;
+      cudaError_t e = cudaMemcpy(dst->w + n * i, folded.w.data(), n, cudaMemcpyHostToDevice);
+      if (e == cudaSuccess)
+        e = cudaMemcpy(dst->row_exp + static_cast<size_t>(rows) * i, folded.row_exp.data(),
+                       static_cast<size_t>(rows) * 4, cudaMemcpyHostToDevice);
+      if (e != cudaSuccess)
+        throw Error(cuda_msg("upload of the FP8 fold of expert " + std::to_string(opt.expert_start + i), e));
+      meta->tile_extra = folded.tile_extra;
+      meta->extra_w = folded.extra_w;
+      meta->extra_exp = folded.extra_exp;
+      meta->rows_split = folded.rows_split;
+    };
     for (int i = next++; i < count; i = next++) {
       try {
         fuse_w13(w1[i], w3[i], fp.data(), fs.data());
+        if (fold) {
+          fold_one(fp.data(), fs.data(), 2 * I, H, &w->fp8_w13, &meta13[i], i);
+          fold_one(w2[i].packed, w2[i].scales, H, I, &w->fp8_w2, &meta2[i], i);
+        }
         sm90::prepack_mxfp4(fp.data(), fs.data(), 2 * I, H, pp.data(), ps.data());
         cudaError_t e = cudaMemcpy(w->w13_packed + p13 * i, pp.data(), p13, cudaMemcpyHostToDevice);
         if (e == cudaSuccess)
@@ -184,6 +279,14 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
   std::vector<std::thread> pool;
   for (int t = 0; t < std::min(nthreads, count); ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
+  if (failure.empty() && fold) {
+    cudaError_t e = upload_fold_meta(meta13, &w->fp8_w13);
+    if (e == cudaSuccess) e = upload_fold_meta(meta2, &w->fp8_w2);
+    if (e != cudaSuccess) failure = cuda_msg("upload of the FP8 extra folds", e);
+    for (const FoldMeta& m : meta13) w->fp8_rows_split += m.rows_split;
+    for (const FoldMeta& m : meta2) w->fp8_rows_split += m.rows_split;
+    w->has_fp8 = failure.empty();
+  }
   if (prev >= 0) cudaSetDevice(prev);
   if (!failure.empty()) {
     free_all(w);
@@ -191,6 +294,70 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
   }
   *out = w;
   return Status::Ok();
+}
+
+bool use_w4a8_fp8(const PreparedWeights* w, Backend backend, int num_tokens, int top_k) {
+  if (!w || !w->has_fp8 || backend != Backend::kW4A8 || !fp8_path_enabled()) return false;
+  // Expected rows per expert: T * k over ALL experts (each rank sees its share of the picks).
+  const int64_t pairs = static_cast<int64_t>(num_tokens) * top_k;
+  return pairs >= static_cast<int64_t>(kFp8MinRowsPerExpert) * w->num_experts_total;
+}
+
+cudaError_t launch_w4a8_fp8_gemms(const PreparedWeights* w, const void* hidden, bool hidden_f32,
+                                  int64_t hidden_stride, int num_tokens, int top_k,
+                                  const int32_t* expert_offsets, const int32_t* x_row,
+                                  const float* row_weight, const float* beta,
+                                  const float* linear_beta, void* xq_area, void* h_area, float* y,
+                                  cudaStream_t stream, const char** failed) {
+  const int T = num_tokens, H = w->hidden, I = w->intermediate;
+  const size_t P = static_cast<size_t>(T) * top_k;
+  uint8_t* x_codes = static_cast<uint8_t*>(xq_area);
+  uint8_t* x_scales = x_codes + static_cast<size_t>(T) * H;
+  uint8_t* h_codes = static_cast<uint8_t*>(h_area);
+  uint8_t* h_scales = h_codes + P * I;
+  *failed = "quantize_mxfp8_codes";
+  cudaError_t e = smxx::launch_quantize_mxfp8_codes(hidden, hidden_f32, hidden_stride, T, H,
+                                                    x_codes, x_scales, stream);
+  if (e != cudaSuccess) return e;
+  auto view = [](const Fp8DeviceWeights& f) {
+    sm90::Fp8WeightsView v;
+    v.w = f.w;
+    v.row_exp = f.row_exp;
+    v.extra_begin = f.extra_begin;
+    v.extra_w = f.extra_w;
+    v.extra_exp = f.extra_exp;
+    return v;
+  };
+  sm90::GroupedProblem gp;
+  gp.num_experts = w->expert_count;
+  gp.expert_offsets = expert_offsets;
+  gp.max_rows = static_cast<int>(P);
+  sm90::Fp8Gemm1Params g1;
+  g1.w = view(w->fp8_w13);
+  g1.I = I;
+  g1.K = H;
+  g1.x_codes = x_codes;
+  g1.x_scales = x_scales;
+  g1.x_row = x_row;
+  g1.beta = beta;
+  g1.linear_beta = linear_beta;
+  g1.h_codes = h_codes;
+  g1.h_scales = h_scales;
+  g1.g = gp;
+  *failed = "sm90 fp8 gemm1";
+  e = sm90::launch_fp8_gemm1(g1, w->num_sms, stream);
+  if (e != cudaSuccess) return e;
+  sm90::Fp8Gemm2Params g2;
+  g2.w = view(w->fp8_w2);
+  g2.H = H;
+  g2.I = I;
+  g2.h_codes = h_codes;
+  g2.h_scales = h_scales;
+  g2.row_weight = row_weight;
+  g2.y = y;
+  g2.g = gp;
+  *failed = "sm90 fp8 gemm2";
+  return sm90::launch_fp8_gemm2(g2, w->num_sms, stream);
 }
 
 Status prepare_weights(const MoeLayer& layer, const PrepareOptions& opt, PreparedWeights** out) {

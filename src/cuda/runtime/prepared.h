@@ -3,7 +3,16 @@
 // Layout: the owned experts' prepacked matrices back to back (sm90/grouped_gemm.h), local expert
 // i = global expert expert_start + i:
 //   w13: 2I x H each (fused gate/up, weight_layout.h), w2: H x I each.
+// With the w4a8 backend requested (PrepareOptions::backend, the default) and H, I multiples of
+// 128, the same matrices are also folded exactly into E4M3 (sm90/fp8_fold.h) for the FP8 prefill
+// GEMMs (sm90/fp8_gemm.h): 1 byte per weight, so 2 I H + H I bytes per expert on top of the MXFP4
+// copy (Kimi-K3 I = 3072: 33.0 MB per expert, 1.85 GB for EP16's 56 experts, 29.6 GB for all 896),
+// plus 4 bytes per row of exponents. MXMOE_W4A8_FP8=off in the environment skips it (and the FP8
+// path). run_moe uses it for w4a8 when the tokens per expert make FP8 MMA worthwhile
+// (use_w4a8_fp8, host-known sizes only).
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +20,15 @@
 #include "mxmoe/moe.h"
 
 namespace mxmoe {
+
+// One folded weight set on the device (sm90::Fp8WeightsView's arrays, owned).
+struct Fp8DeviceWeights {
+  uint8_t* w = nullptr;
+  int32_t* row_exp = nullptr;
+  int32_t* extra_begin = nullptr;
+  uint8_t* extra_w = nullptr;    // null when no tile needs an extra fold
+  int32_t* extra_exp = nullptr;
+};
 
 struct PreparedWeights {
   int device = 0;
@@ -25,6 +43,28 @@ struct PreparedWeights {
   uint8_t* w2_packed = nullptr;
   uint8_t* w2_scales = nullptr;
   size_t weight_bytes = 0;
+  // FP8 W4A8 path (see above); has_fp8 false when it was not built.
+  bool has_fp8 = false;
+  Fp8DeviceWeights fp8_w13, fp8_w2;
+  size_t fp8_bytes = 0;
+  int64_t fp8_rows_split = 0;  // weight rows outside the 14-binade window (extra folds)
 };
+
+// True when run_moe should take the FP8 W4A8 GEMMs: w4a8, folded weights present, and at least
+// kFp8MinRowsPerExpert rows per expert expected (T * top_k / all experts of the model; host
+// sizes only, so a captured graph keeps its path). Kimi-K3 (896 experts, top-16): T >= 3584.
+constexpr int kFp8MinRowsPerExpert = 64;
+bool use_w4a8_fp8(const PreparedWeights* w, Backend backend, int num_tokens, int top_k);
+
+// The FP8 W4A8 expert GEMMs: x (the caller's hidden states) -> MXFP8 codes + scales in xq_area
+// (>= T*H*33/32 bytes) -> GEMM1 + SiTU + MXFP8 into h_area (>= P*I*33/32 bytes, P = T*top_k)
+// -> GEMM2 x row weight into y [P, H]. The grouped problem (offsets, x_row, row_weight) and the
+// local beta arrays come from run_moe's grouping. *failed names the failing launch.
+cudaError_t launch_w4a8_fp8_gemms(const PreparedWeights* w, const void* hidden, bool hidden_f32,
+                                  int64_t hidden_stride, int num_tokens, int top_k,
+                                  const int32_t* expert_offsets, const int32_t* x_row,
+                                  const float* row_weight, const float* beta,
+                                  const float* linear_beta, void* xq_area, void* h_area, float* y,
+                                  cudaStream_t stream, const char** failed);
 
 }  // namespace mxmoe

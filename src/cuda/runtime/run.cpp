@@ -176,6 +176,19 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
   gp.expert_offsets = c.offsets;
   gp.max_rows = T * k;
 
+  // W4A8 at prefill sizes: the FP8 tensor-core GEMMs on the folded weights (prepared.h), which
+  // quantize x to MXFP8 codes in c.xq and h in c.h themselves, then the same combine.
+  if (use_w4a8_fp8(w, p.backend, T, k)) {
+    const char* fp8_failed = "sm90 fp8";
+    e = launch_w4a8_fp8_gemms(w, p.hidden, p.hidden_dtype == InputDType::kF32, x_stride, T, k,
+                              c.offsets, c.x_row, c.row_weight, c.beta, c.linear_beta, c.xq, c.h,
+                              c.y, stream, &fp8_failed);
+    if (e != cudaSuccess) return launch_failed(fp8_failed, e);
+    e = smxx::launch_combine(c.y, H, c.pair_pos, T, k, p.out, out_stride, stream);
+    if (e != cudaSuccess) return launch_failed("combine", e);
+    return Status::Ok();
+  }
+
   sm90::Gemm1Params g1;
   g1.w_packed = w->w13_packed;
   g1.w_scales = w->w13_scales;

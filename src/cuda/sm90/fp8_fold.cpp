@@ -19,8 +19,12 @@
 namespace mxmoe::sm90 {
 namespace {
 
+constexpr int kDMin = -16, kDMax = 16;  // beyond every magnitude's window
+
 struct Windows {
   int lo[8], hi[8];
+  uint8_t code[16][kDMax - kDMin + 1];  // E4M3 code of e2m1 code c times 2^d (inside the window)
+  int mask_lo[256], mask_hi[256];       // over the magnitudes in a bit mask: max lo, min hi
   Windows() {
     for (int m = 1; m < 8; ++m) {
       lo[m] = INT_MAX;
@@ -35,6 +39,22 @@ struct Windows {
         }
       }
     }
+    for (int mask = 0; mask < 256; ++mask) {
+      mask_lo[mask] = INT_MIN;
+      mask_hi[mask] = INT_MAX;
+      for (int m = 1; m < 8; ++m) {
+        if (!(mask & (1 << m))) continue;
+        mask_lo[mask] = std::max(mask_lo[mask], lo[m]);
+        mask_hi[mask] = std::min(mask_hi[mask], hi[m]);
+      }
+    }
+    for (int c = 0; c < 16; ++c) {
+      for (int d = kDMin; d <= kDMax; ++d) {
+        const float x = std::ldexp(e2m1_to_float(static_cast<uint8_t>(c & 7)), d);
+        code[c][d - kDMin] =
+            (c & 7) == 0 ? 0 : static_cast<uint8_t>(float_to_e4m3(x) | ((c & 8) ? 0x80 : 0));
+      }
+    }
   }
 };
 const Windows& windows() {
@@ -42,12 +62,10 @@ const Windows& windows() {
   return w;
 }
 
-// The E4M3 code of e2m1 code c times 2^d (exact by construction of the windows).
-uint8_t fold_code(uint8_t c, int d) {
-  const int m = c & 7;
-  if (m == 0) return 0;
-  const float x = std::ldexp(e2m1_to_float(static_cast<uint8_t>(m)), d);
-  return static_cast<uint8_t>(float_to_e4m3(x) | ((c & 8) ? 0x80 : 0));
+// The E4M3 code of e2m1 code c times 2^d (exact: d lies in the window of c's magnitude).
+uint8_t fold_code(const Windows& win, uint8_t c, int d) {
+  if ((c & 7) == 0) return 0;
+  return win.code[c & 15][d - kDMin];
 }
 
 }  // namespace
@@ -89,15 +107,15 @@ void fold_mxfp4_to_e4m3(const uint8_t* packed, const uint8_t* scales, int rows, 
           throw Error("fold_mxfp4_to_e4m3: NaN scale byte 255 at row " + std::to_string(r) +
                       ", block " + std::to_string(b));
         const int s = static_cast<int>(sr[b]) - kUe8m0Bias;
-        int lo = INT_MIN, hi = INT_MAX;  // allowed R
-        for (int c = 32 * b; c < 32 * b + 32; ++c) {
-          const int m = e2m1_get(pr, c) & 7;
-          if (m == 0) continue;
-          lo = std::max(lo, s - win.hi[m]);
-          hi = std::min(hi, s - win.lo[m]);
+        unsigned mask = 0;  // magnitudes present in the block (bit m)
+        for (int j = 0; j < 16; ++j) {
+          const uint8_t byte = pr[16 * b + j];
+          mask |= (1u << (byte & 7)) | (1u << ((byte >> 4) & 7));
         }
-        blo[b] = lo;
-        bhi[b] = hi;
+        mask &= 0xFEu;  // zeros constrain nothing
+        // allowed R: [s - min over present m of hi(m), s - max of lo(m)]
+        blo[b] = mask ? s - win.mask_hi[mask] : INT_MIN;
+        bhi[b] = mask ? s - win.mask_lo[mask] : INT_MAX;
         order[b] = b;
       }
       // Greedy stabbing: fewest R values with every block's [lo, hi] holding one.
@@ -142,15 +160,25 @@ void fold_mxfp4_to_e4m3(const uint8_t* packed, const uint8_t* scales, int rows, 
       }
       const uint8_t* pr = packed + static_cast<size_t>(r) * (k / 2);
       const uint8_t* sr = scales + static_cast<size_t>(r) * nb;
-      for (int c = 0; c < k; ++c) {
-        const int b = c / kMxBlock, f = tile_fold[rl][b];
-        const uint8_t code = fold_code(e2m1_get(pr, c), static_cast<int>(sr[b]) - kUe8m0Bias - R[f]);
-        if (f == 0) {
-          out->w[fold_offset(r, c, k)] = code;
-        } else {
-          // Extra fold f of this tile: a [64, k] matrix of its own in tile order.
-          out->extra_w[extra0 + static_cast<size_t>(f - 1) * kFoldTileRows * k +
-                       fold_offset(rl, c, k)] = code;
+      for (int b = 0; b < nb; ++b) {
+        const int f = tile_fold[rl][b];
+        const int d = static_cast<int>(sr[b]) - kUe8m0Bias - R[f];
+        uint8_t lut[16];  // codes of this block's nibbles (only present magnitudes are in range)
+        for (int c = 0; c < 16; ++c) {
+          lut[c] = ((c & 7) == 0 || d < kDMin || d > kDMax) ? 0 : fold_code(win, static_cast<uint8_t>(c), d);
+        }
+        uint8_t* dst_base = f == 0 ? out->w.data()
+                                   : out->extra_w.data() + extra0 +
+                                         static_cast<size_t>(f - 1) * kFoldTileRows * k;
+        const int row_in = f == 0 ? r : rl;  // extra folds are [64, k] matrices of their own
+        for (int half = 0; half < 2; ++half) {  // two 16-element chunks (contiguous in a tile)
+          const int c0 = 32 * b + 16 * half;
+          uint8_t* dst = dst_base + fold_offset(row_in, c0, k);
+          const uint8_t* src = pr + c0 / 2;
+          for (int j = 0; j < 8; ++j) {
+            dst[2 * j] = lut[src[j] & 15];
+            dst[2 * j + 1] = lut[src[j] >> 4];
+          }
         }
       }
     }
