@@ -3,11 +3,12 @@
 //
 // Nothing here reads device memory or synchronizes (graph-capturable): the grid comes from
 // max_rows, num_experts and the kernel's occupancy. Function attributes and occupancy are looked
-// up once per (kernel, smem size) and cached.
+// up once per (device, kernel, smem size) and cached.
 // Limitations: num_experts <= kMaxExperts (the tile prefix lives in shared memory).
-#include <mutex>
+#include <algorithm>
 #include <map>
-#include <utility>
+#include <mutex>
+#include <tuple>
 
 #include "sm90/fp8_gemm.h"
 #include "sm90/fp8_gemm_kernel.cuh"
@@ -36,23 +37,27 @@ int fp8_choose_warpgroups(int M) { return M % (2 * fp8::kTileRows) == 0 ? 2 : 1;
 
 bool aligned(const void* ptr, uintptr_t a) { return (reinterpret_cast<uintptr_t>(ptr) % a) == 0; }
 
-// CTAs per SM of kernel at smem bytes (cudaFuncSetAttribute + occupancy once per pair).
+// CTAs per SM of kernel at smem bytes on the current device: cudaFuncSetAttribute (a per-device
+// setting) + occupancy, once per (device, kernel, smem size).
 cudaError_t blocks_per_sm(const void* kernel, size_t smem, int threads, int* per_sm) {
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
   static std::mutex mu;
-  static std::map<std::pair<const void*, size_t>, int> cache;
+  static std::map<std::tuple<int, const void*, size_t>, int> cache;
   std::lock_guard<std::mutex> lock(mu);
-  // The cache is per process; a multi-device process sees the same sm_90 attributes everywhere.
-  auto it = cache.find({kernel, smem});
+  const auto key = std::make_tuple(device, kernel, smem);
+  auto it = cache.find(key);
   if (it != cache.end()) {
     *per_sm = it->second;
     return cudaSuccess;
   }
-  cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, kernel, threads, smem);
   if (err != cudaSuccess) return err;
-  cache[{kernel, smem}] = *per_sm;
+  cache[key] = *per_sm;
   return cudaSuccess;
 }
 
