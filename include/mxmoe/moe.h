@@ -45,6 +45,12 @@ struct PrepareOptions {
   int expert_count = -1;  // -1: every expert from expert_start on
   Backend backend = Backend::kW4A8;  // the default backend of run_moe (both use the same weights)
   int device = -1;        // CUDA device ordinal; -1: the current device
+  // With backend kW4A8: also keep the weights folded exactly into E4M3 (one power-of-two exponent
+  // per row) for the FP8-tensor-core prefill GEMMs, which run_moe takes at large token counts.
+  // Costs 3 x H x I bytes per expert on top of the MXFP4 copy (33 MB per Kimi-K3 expert: 1.85 GB
+  // for an EP16 slice, 29.6 GB for all 896) and a host fold at prepare time. false: w4a8 runs the
+  // BF16-MMA kernels at every size. (MXMOE_W4A8_FP8=off in the environment also turns it off.)
+  bool fp8_prefill_weights = true;
 };
 
 struct PreparedWeights;  // opaque; lives on `device`
@@ -71,7 +77,8 @@ struct PreparedInfo {
   int expert_start = 0, expert_count = 0;
   int device = 0;
   int cc_major = 0, cc_minor = 0;
-  size_t weight_bytes = 0;
+  size_t weight_bytes = 0;      // the MXFP4 copy
+  size_t fp8_weight_bytes = 0;  // the E4M3 fold (PrepareOptions::fp8_prefill_weights), 0 if none
 };
 PreparedInfo prepared_info(const PreparedWeights* w);
 

@@ -139,6 +139,7 @@ PreparedInfo prepared_info(const PreparedWeights* w) {
   i.cc_major = w->cc_major;
   i.cc_minor = w->cc_minor;
   i.weight_bytes = w->weight_bytes;
+  i.fp8_weight_bytes = w->fp8_bytes;
   return i;
 }
 
@@ -199,7 +200,8 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
   const size_t p2 = sm90::prepacked_packed_bytes(H, I);
   const size_t s2 = sm90::prepacked_scale_bytes(H, I);
   w->weight_bytes = (p13 + s13 + p2 + s2) * count;
-  const bool fold = opt.backend == Backend::kW4A8 && fp8_path_enabled() &&
+  const bool fold = opt.backend == Backend::kW4A8 && opt.fp8_prefill_weights &&
+                    fp8_path_enabled() &&
                     H % sm90::kFoldTileK == 0 && I % sm90::kFoldTileK == 0;
   const size_t f13 = static_cast<size_t>(2) * I * H, f2 = static_cast<size_t>(H) * I;
   cudaError_t err = cudaMalloc(&w->w13_packed, p13 * count);
@@ -217,7 +219,9 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
     const std::string msg = cuda_msg(
         "prepare_weights: cannot allocate " +
             std::to_string((w->weight_bytes + w->fp8_bytes) >> 20) + " MiB of weights" +
-            (fold ? " (incl. the FP8 W4A8 copy; MXMOE_W4A8_FP8=off skips it)" : ""),
+            (fold ? " (incl. the FP8 W4A8 copy; PrepareOptions::fp8_prefill_weights = false "
+                    "skips it)"
+                  : ""),
         err);
     free_all(w);
     if (prev >= 0) cudaSetDevice(prev);
