@@ -6,6 +6,7 @@
 // kernel), and CTAs with no tile exit at once.
 // Limitations: num_experts <= kMaxExperts (the per-CTA tile prefix lives in shared memory).
 #include "sm90/grouped_gemm.h"
+#include "sm90/decode_gemm.h"
 #include "sm90/grouped_gemm_kernel.cuh"
 #include "sm90/tile_heuristic.h"
 
@@ -82,6 +83,7 @@ cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream)
   a.offsets = p.g.expert_offsets;
   a.num_experts = p.g.num_experts;
   a.max_rows = p.g.max_rows;
+  if (cudaError_t e; try_launch_decode_gemm<true>(a, p.g, num_sms, stream, &e)) return e;
   return dispatch<true>(a, p.g.tile_n, num_sms, stream);
 }
 
@@ -108,6 +110,7 @@ cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream)
   a.offsets = p.g.expert_offsets;
   a.num_experts = p.g.num_experts;
   a.max_rows = p.g.max_rows;
+  if (cudaError_t e; try_launch_decode_gemm<false>(a, p.g, num_sms, stream, &e)) return e;
   return dispatch<false>(a, p.g.tile_n, num_sms, stream);
 }
 

@@ -35,7 +35,11 @@ struct GroupedProblem {
   const int32_t* expert_offsets = nullptr;  // device [num_experts + 1], non-decreasing, [0] = 0
   int max_rows = 0;                         // upper bound on expert_offsets[num_experts]
   int tile_n = 0;  // tokens per tile: 0 = tile_heuristic.h's choice; 16/32/64/128 force one (tests)
+  int kernel = 0;   // GemmKernel: which kernel serves a 16-token tile (tests pick one)
+  int split_k = 0;  // decode kernel only: CTAs per tile along K (0 = decode_gemm.h's choice; 1/2/4/8)
 };
+// kGemmAuto: the decode kernel (decode_gemm.h) for 16-token tiles, the tiled kernel otherwise.
+enum GemmKernel : int { kGemmAuto = 0, kGemmTiled = 1, kGemmDecode = 2 };
 
 // h[p, :] = Q(situ_glu(W1_e . x_p, W3_e . x_p)) for every sorted pair row p of expert e, where
 // x_p = x + x_row[p] * x_stride (BF16, already MX-quantized for W4A8: MXFP8 values are exact in

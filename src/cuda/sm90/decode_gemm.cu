@@ -1,0 +1,163 @@
+// src/cuda/sm90/decode_gemm.cu: launcher of the SM90 decode grouped GEMM (decode_gemm.h):
+// split-K choice, persistent cluster grid sizing, PDL launch.
+//
+// Nothing here reads device memory or synchronizes (graph capturable). The kernel attributes and
+// occupancies are queried once per instantiation (a static), not per launch: at T = 1 a kernel
+// runs for a few us and host calls before the launch would show up as idle GPU time.
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+
+#include "sm90/decode_gemm.h"
+#include "sm90/decode_gemm_kernel.cuh"
+#include "sm90/tile_heuristic.h"
+#include "smxx/pdl.cuh"
+
+namespace mxmoe::sm90 {
+namespace {
+
+constexpr int kSplits[4] = {1, 2, 4, 8};
+// The cluster reduction and the per-tile lockstep of a split, in K-step units: fitted to the
+// first H200 run (bench/NOTES.md D): a split pays off only when the tiles leave SMs idle.
+constexpr int kReduceCostSteps = 24;
+
+std::atomic<int> g_stage_steps{0};
+
+template <int S, int KS, bool kGemm1>
+auto* kernel_of() {
+  return decode::decode_gemm_kernel<S, KS, kGemm1>;
+}
+
+struct Occupancy {
+  cudaError_t err = cudaSuccess;
+  int per_sm[4] = {0, 0, 0, 0};
+};
+
+template <bool kGemm1, int S, int KS>
+cudaError_t setup_one(int* per_sm) {
+  auto* k = kernel_of<S, KS, kGemm1>();
+  const int smem = static_cast<int>(decode::Smem<S, KS>::kDynamic);
+  cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, k, decode::kThreads, smem);
+  if (err != cudaSuccess) {
+    // Should the query refuse a kernel with compile-time cluster dims, bound the CTAs per SM
+    // by shared memory and registers instead.
+    (void)cudaGetLastError();
+    cudaFuncAttributes fa{};
+    int dev = 0, smem_sm = 0, regs_sm = 0;
+    if ((err = cudaFuncGetAttributes(&fa, k)) != cudaSuccess) return err;
+    if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+    if ((err = cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor,
+                                      dev)) != cudaSuccess ||
+        (err = cudaDeviceGetAttribute(&regs_sm, cudaDevAttrMaxRegistersPerMultiprocessor, dev)) !=
+            cudaSuccess) {
+      return err;
+    }
+    const int by_smem = smem_sm / (smem + static_cast<int>(fa.sharedSizeBytes) + 1024);
+    const int by_regs = regs_sm / (std::max(fa.numRegs, 1) * decode::kThreads);
+    *per_sm = std::min(by_smem, by_regs);
+  }
+  return *per_sm >= 1 ? cudaSuccess : cudaErrorInvalidConfiguration;
+}
+
+template <bool kGemm1, int KS>
+const Occupancy& occupancy() {
+  static Occupancy occ;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    cudaError_t e = setup_one<kGemm1, 1, KS>(&occ.per_sm[0]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, 2, KS>(&occ.per_sm[1]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, 4, KS>(&occ.per_sm[2]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, 8, KS>(&occ.per_sm[3]);
+    occ.err = e;
+  });
+  return occ;
+}
+
+template <int S, int KS, bool kGemm1>
+cudaError_t launch_split(const KernelArgs& a, int64_t tile_bound, int slots,
+                         cudaStream_t stream) {
+  // Persistent clusters: as many as fit at once, but no more than the tiles can use.
+  const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(slots / S, tile_bound));
+  const dim3 grid(static_cast<unsigned>(clusters * S));
+  return pdl::launch_pdl(kernel_of<S, KS, kGemm1>(), grid, dim3(decode::kThreads),
+                         decode::Smem<S, KS>::kDynamic, stream, a);
+}
+
+template <bool kGemm1, int KS>
+cudaError_t launch_ks(const KernelArgs& a, int split_k, int num_sms, cudaStream_t stream) {
+  const Occupancy& occ = occupancy<kGemm1, KS>();
+  if (occ.err != cudaSuccess) return occ.err;
+  int slots[4];
+  for (int i = 0; i < 4; ++i) slots[i] = num_sms * occ.per_sm[i];
+  const int m_tiles = a.M / kTileM, KT = a.K / kStepK;
+  const int S = split_k != 0 ? split_k
+                             : decode_split_k(m_tiles, KT, a.max_rows, a.num_experts, slots);
+  const int64_t tile_bound = static_cast<int64_t>(m_tiles) *
+                             (std::min(a.num_experts, a.max_rows) + a.max_rows / decode::kBN);
+  switch (S) {
+    case 1: return launch_split<1, KS, kGemm1>(a, tile_bound, slots[0], stream);
+    case 2: return launch_split<2, KS, kGemm1>(a, tile_bound, slots[1], stream);
+    case 4: return launch_split<4, KS, kGemm1>(a, tile_bound, slots[2], stream);
+    default: return launch_split<8, KS, kGemm1>(a, tile_bound, slots[3], stream);
+  }
+}
+
+}  // namespace
+
+void decode_set_stage_steps(int ks) {
+  g_stage_steps.store(ks == 1 || ks == 2 || ks == 4 ? ks : 0, std::memory_order_relaxed);
+}
+
+int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]) {
+  const int64_t tiles =
+      static_cast<int64_t>(m_tiles) *
+      (std::min(num_experts, max_rows) + max_rows / decode::kBN);  // at most one partial per expert
+  if (tiles >= slots[0]) return 1;  // every SM busy without a split
+  int best = 1;
+  int64_t best_cost = -1;
+  for (int i = 0; i < 3; ++i) {  // 8-CTA clusters measured slower than 4 everywhere (NOTES D)
+    const int S = kSplits[i];
+    if (S > KT || slots[i] < S) break;
+    // Clusters at once: a cluster's CTAs must share a GPC, so not every slot is usable; 3/4 is
+    // fitted to the H200 runs (EP16 T=1: 96 clusters of 4 did not run in one wave of 3 x 132).
+    const int64_t per_wave = S == 1 ? slots[0] : std::max<int64_t>(1, slots[i] * 3 / (4 * S));
+    const int64_t waves = (tiles + per_wave - 1) / per_wave;
+    const int64_t cost = waves * ((KT + S - 1) / S) + (S > 1 ? kReduceCostSteps : 0);
+    if (best_cost < 0 || cost < best_cost) best = S, best_cost = cost;
+  }
+  return best;
+}
+
+template <bool kGemm1>
+bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int num_sms,
+                            cudaStream_t stream, cudaError_t* err) {
+  *err = cudaErrorInvalidValue;
+  if (g.kernel != kGemmAuto && g.kernel != kGemmTiled && g.kernel != kGemmDecode) return true;
+  if (g.split_k != 0 && g.split_k != 1 && g.split_k != 2 && g.split_k != 4 && g.split_k != 8) {
+    return true;
+  }
+  const int bn = g.tile_n != 0 ? g.tile_n : choose_tile_n(a.max_rows, a.num_experts);
+  const bool fits = bn == decode::kBN && a.num_experts <= kDecodeMaxExperts;
+  if (g.kernel == kGemmDecode) {
+    if (!fits) return true;  // forced onto a problem it cannot serve
+  } else if (g.kernel == kGemmTiled || !kDecodeByDefault || !fits ||
+             a.max_rows > static_cast<int64_t>(kDecodeMaxMeanRows) * a.num_experts) {
+    return false;
+  }
+  const int ks = g_stage_steps.load(std::memory_order_relaxed);
+  switch (ks != 0 ? ks : kDecodeStageSteps) {
+    case 1: *err = launch_ks<kGemm1, 1>(a, g.split_k, num_sms, stream); break;
+    case 2: *err = launch_ks<kGemm1, 2>(a, g.split_k, num_sms, stream); break;
+    default: *err = launch_ks<kGemm1, 4>(a, g.split_k, num_sms, stream); break;
+  }
+  return true;
+}
+
+template bool try_launch_decode_gemm<true>(const KernelArgs&, const GroupedProblem&, int,
+                                           cudaStream_t, cudaError_t*);
+template bool try_launch_decode_gemm<false>(const KernelArgs&, const GroupedProblem&, int,
+                                            cudaStream_t, cudaError_t*);
+
+}  // namespace mxmoe::sm90

@@ -1,0 +1,485 @@
+// tests/gpu/sm90_gemm_check.h: the checked runs of the SM90 grouped GEMMs (any kernel: the tiled
+// one, the decode one) against a plain CPU computation on the same inputs, shared by
+// test_sm90_grouped_gemm.cpp and test_sm90_decode_gemm.cpp (moved here from the former).
+//
+// CPU side: row-major MXFP4 weights dequantized with formats.h, the same BF16 activations,
+// fp64 accumulation rounded once to fp32, then SiTU-GLU (formats.h) and BF16 rounding or MXFP8
+// quantization exactly as the reference defines them. Per-element tolerance: one rounding step
+// of the output format plus the propagated fp32 accumulation error (1e-4 of the sum of |terms|);
+// the first mismatches are printed, with cosine and NRMSE for every case.
+// Outputs are poisoned before each launch: rows past the last pair must stay poisoned, checked
+// rows must have been written. Every case runs twice (or eagerly once and then three CUDA-graph
+// replays) and every run must be bit-identical to the first.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mxmoe/common.h"
+#include "mxmoe/formats.h"
+#include "mxmoe/weight_layout.h"
+#include "sm90/grouped_gemm.h"
+#include "sm90/tile_heuristic.h"
+
+namespace mxmoe::sm90::check {
+
+#define CUDA_OK(expr)                                                             \
+  do {                                                                            \
+    const cudaError_t err_ = (expr);                                              \
+    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_);    \
+  } while (0)
+
+inline bool sm90_available(std::string* why) {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess || n == 0) {
+    *why = std::string("no CUDA device (") + cudaGetErrorString(err) + ")";
+    return false;
+  }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9 || prop.minor != 0) {
+    *why = "device 0 is sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
+           ", these kernels need sm_90";
+    return false;
+  }
+  return true;
+}
+
+#define REQUIRE_SM90()                                                                  \
+  do {                                                                                  \
+    std::string why_;                                                                   \
+    if (!sm90_available(&why_)) GTEST_SKIP() << "SKIPPED (no SM90 GPU): " << why_;      \
+  } while (0)
+
+template <typename T>
+struct DevBuf {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit DevBuf(size_t count) : n(count) {
+    if (cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T)) != cudaSuccess) p = nullptr;
+  }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  cudaError_t up(const std::vector<T>& h) {
+    return cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  cudaError_t down(std::vector<T>* h) const {
+    h->resize(n);
+    return cudaMemcpy(h->data(), p, n * sizeof(T), cudaMemcpyDeviceToHost);
+  }
+};
+
+inline int num_sms() {
+  int n = 0;
+  cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
+  return n;
+}
+
+// A random row-major MXFP4 matrix with scale bytes in [s_lo, s_hi].
+struct Mx4 {
+  int rows = 0, k = 0;
+  std::vector<uint8_t> packed, scales;
+};
+inline Mx4 random_mx4(std::mt19937_64& rng, int rows, int k, int s_lo, int s_hi) {
+  Mx4 m;
+  m.rows = rows;
+  m.k = k;
+  m.packed.resize(static_cast<size_t>(rows) * k / 2);
+  m.scales.resize(static_cast<size_t>(rows) * k / 32);
+  std::uniform_int_distribution<int> byte(0, 255), sc(s_lo, s_hi);
+  for (auto& b : m.packed) b = static_cast<uint8_t>(byte(rng));
+  for (auto& s : m.scales) s = static_cast<uint8_t>(sc(rng));
+  return m;
+}
+// Dequantized row r of m (exact in fp32).
+inline void dequant_row(const Mx4& m, int r, float* out) {
+  const uint8_t* pr = m.packed.data() + static_cast<size_t>(r) * m.k / 2;
+  const uint8_t* sr = m.scales.data() + static_cast<size_t>(r) * m.k / 32;
+  for (int c = 0; c < m.k; ++c) out[c] = e2m1_to_float(e2m1_get(pr, c)) * ue8m0_to_float(sr[c / 32]);
+}
+// w13 [2I, K] from w1, w3 [I, K] by weight_layout.h's row map (bytes only).
+inline Mx4 fuse(const Mx4& w1, const Mx4& w3) {
+  Mx4 f;
+  f.rows = 2 * w1.rows;
+  f.k = w1.k;
+  const size_t pb = w1.k / 2, sb = w1.k / 32;
+  f.packed.resize(f.rows * pb);
+  f.scales.resize(f.rows * sb);
+  for (int i = 0; i < w1.rows; ++i) {
+    for (int up = 0; up < 2; ++up) {
+      const Mx4& src = up ? w3 : w1;
+      const int r = w13_row(i, up != 0);
+      memcpy(&f.packed[r * pb], &src.packed[i * pb], pb);
+      memcpy(&f.scales[r * sb], &src.scales[i * sb], sb);
+    }
+  }
+  return f;
+}
+inline void prepack_append(const Mx4& m, std::vector<uint8_t>* q, std::vector<uint8_t>* s) {
+  const size_t q0 = q->size(), s0 = s->size();
+  q->resize(q0 + prepacked_packed_bytes(m.rows, m.k));
+  s->resize(s0 + prepacked_scale_bytes(m.rows, m.k));
+  prepack_mxfp4(m.packed.data(), m.scales.data(), m.rows, m.k, q->data() + q0, s->data() + s0);
+}
+
+inline uint16_t random_bf16(std::mt19937_64& rng, float scale) {
+  std::normal_distribution<float> nd(0.0f, scale);
+  return float_to_bf16(nd(rng));
+}
+
+// One launch captured into a CUDA graph on its own stream, replayed on demand (graph replays
+// must give what the eager launch gave).
+struct CapturedLaunch {
+  cudaStream_t stream = nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CapturedLaunch() = default;
+  CapturedLaunch(const CapturedLaunch&) = delete;
+  CapturedLaunch& operator=(const CapturedLaunch&) = delete;
+  ~CapturedLaunch() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    if (stream) cudaStreamDestroy(stream);
+  }
+  template <typename F>
+  cudaError_t capture(F launch) {
+    cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) return e;
+    const cudaError_t launched = launch(stream);
+    e = cudaStreamEndCapture(stream, &graph);
+    if (launched != cudaSuccess) return launched;
+    if (e != cudaSuccess) return e;
+    return cudaGraphInstantiate(&exec, graph, 0);
+  }
+  cudaError_t replay() {
+    const cudaError_t e = cudaGraphLaunch(exec, stream);
+    return e != cudaSuccess ? e : cudaStreamSynchronize(stream);
+  }
+};
+
+// Accumulates the comparison of one output element and reports the first mismatches.
+struct Compare {
+  std::string name;
+  double dot = 0, ref2 = 0, got2 = 0, diff2 = 0, max_abs = 0;
+  int64_t n = 0, bad = 0, inexact = 0;
+  void add(double got, double ref, double tol, const std::string& where) {
+    ++n;
+    if (!(std::fabs(got - ref) <= tol)) {  // NaN fails
+      if (++bad <= 8) {
+        printf("  [%s] mismatch at %s: gpu %.9g ref %.9g (tol %.3g)\n", name.c_str(),
+               where.c_str(), got, ref, tol);
+      }
+    }
+    if (got != ref) ++inexact;
+    dot += got * ref;
+    ref2 += ref * ref;
+    got2 += got * got;
+    diff2 += (got - ref) * (got - ref);
+    max_abs = std::max(max_abs, std::fabs(got - ref));
+  }
+  double cosine() const { return (ref2 == 0 && got2 == 0) ? 1.0 : dot / std::sqrt(ref2 * got2); }
+  double nrmse() const { return ref2 == 0 ? std::sqrt(diff2) : std::sqrt(diff2 / ref2); }
+  void report_and_check() const {
+    printf("  [%s] %lld elements: cosine %.9f  NRMSE %.3e  max|diff| %.3g  not bit-equal %lld "
+           "(%.4f%%)  out of tolerance %lld\n",
+           name.c_str(), (long long)n, cosine(), nrmse(), max_abs, (long long)inexact,
+           n ? 100.0 * inexact / n : 0.0, (long long)bad);
+    EXPECT_GT(n, 0) << name;
+    EXPECT_EQ(bad, 0) << name;
+    EXPECT_GE(cosine(), 0.99999) << name;
+    EXPECT_LE(nrmse(), 0.005) << name;
+  }
+};
+
+// Sorted-pair problem: expert e owns rows [off[e], off[e+1]).
+inline std::vector<int32_t> offsets_of(const std::vector<int>& rows) {
+  std::vector<int32_t> off(rows.size() + 1, 0);
+  for (size_t e = 0; e < rows.size(); ++e) off[e + 1] = off[e] + rows[e];
+  return off;
+}
+// Up to `limit` pair rows of each expert (all when limit <= 0), always its first and last.
+inline std::vector<int> sample_rows(std::mt19937_64& rng, int begin, int count, int limit) {
+  std::vector<int> r(count);
+  std::iota(r.begin(), r.end(), begin);
+  if (limit > 0 && count > limit) {
+    std::shuffle(r.begin() + 1, r.end() - 1, rng);
+    r.resize(limit - 1);
+    r.push_back(begin + count - 1);
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+struct Gemm1Case {
+  std::vector<int> rows;  // per expert
+  int I = 128, K = 256;
+  bool mxfp8_out = false;
+  bool per_expert_beta = false;
+  int tile_n = 0;
+  int kernel = kGemmAuto;  // GroupedProblem::kernel
+  int split_k = 0;         // GroupedProblem::split_k
+  bool graph = false;      // runs 2..4 replay one captured CUDA graph
+  int sample = 0;         // checked pairs per expert (0 = all)
+  int s_lo = 120, s_hi = 130;
+  uint64_t seed = 1;
+};
+
+inline void run_gemm1_case(const Gemm1Case& c) {
+  std::mt19937_64 rng(c.seed);
+  const int E = static_cast<int>(c.rows.size()), I = c.I, K = c.K;
+  const std::vector<int32_t> off = offsets_of(c.rows);
+  const int pairs = off[E];
+  const int max_rows = pairs + 7;  // slack rows that must stay untouched
+  const int T = std::max(1, pairs / 3 + 1);  // tokens; pairs gather them through x_row
+  const int64_t x_stride = K + 40;           // a non-contiguous view
+
+  std::vector<Mx4> w13(E);
+  std::vector<uint8_t> wq, ws;
+  for (int e = 0; e < E; ++e) {
+    const Mx4 w1 = random_mx4(rng, I, K, c.s_lo, c.s_hi), w3 = random_mx4(rng, I, K, c.s_lo, c.s_hi);
+    w13[e] = fuse(w1, w3);
+    prepack_append(w13[e], &wq, &ws);
+  }
+  std::vector<uint16_t> x(static_cast<size_t>(T) * x_stride);
+  for (auto& v : x) v = random_bf16(rng, 0.05f);
+  std::vector<int32_t> x_row(max_rows, 0);
+  std::uniform_int_distribution<int> tok(0, T - 1);
+  for (int p = 0; p < pairs; ++p) x_row[p] = tok(rng);
+  std::vector<float> beta(E, 4.0f), lbeta(E, 25.0f);
+  if (c.per_expert_beta) {
+    std::uniform_real_distribution<float> b(1.5f, 6.0f), lb(5.0f, 40.0f);
+    for (int e = 0; e < E; ++e) beta[e] = b(rng), lbeta[e] = lb(rng);
+  }
+
+  DevBuf<uint8_t> d_wq(wq.size()), d_ws(ws.size());
+  DevBuf<uint16_t> d_x(x.size()), d_h(static_cast<size_t>(max_rows) * I);
+  DevBuf<int32_t> d_row(x_row.size()), d_off(off.size());
+  DevBuf<float> d_beta(E), d_lbeta(E);
+  CUDA_OK(d_wq.up(wq));
+  CUDA_OK(d_ws.up(ws));
+  CUDA_OK(d_x.up(x));
+  CUDA_OK(d_row.up(x_row));
+  CUDA_OK(d_off.up(off));
+  CUDA_OK(d_beta.up(beta));
+  CUDA_OK(d_lbeta.up(lbeta));
+
+  Gemm1Params p;
+  p.w_packed = d_wq.p;
+  p.w_scales = d_ws.p;
+  p.I = I;
+  p.K = K;
+  p.x = reinterpret_cast<const __nv_bfloat16*>(d_x.p);
+  p.x_stride = x_stride;
+  p.x_row = d_row.p;
+  p.beta = d_beta.p;
+  p.linear_beta = d_lbeta.p;
+  p.mxfp8_out = c.mxfp8_out;
+  p.h = reinterpret_cast<__nv_bfloat16*>(d_h.p);
+  p.g.num_experts = E;
+  p.g.expert_offsets = d_off.p;
+  p.g.max_rows = max_rows;
+  p.g.tile_n = c.tile_n;
+  p.g.kernel = c.kernel;
+  p.g.split_k = c.split_k;
+
+  const int runs = c.graph ? 4 : 2;
+  std::vector<std::vector<uint16_t>> h(runs);
+  CapturedLaunch graph;
+  if (c.graph) CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm1(p, num_sms(), s); }));
+  for (int run = 0; run < runs; ++run) {
+    CUDA_OK(cudaMemset(d_h.p, 0xFF, d_h.n * 2));  // poison: BF16 NaN
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm1(p, num_sms(), 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(d_h.down(&h[run]));
+  }
+  for (int run = 1; run < runs; ++run) {
+    EXPECT_EQ(0, memcmp(h[0].data(), h[run].data(), h[0].size() * 2)) << "run " << run << " differs";
+  }
+  for (size_t i = static_cast<size_t>(pairs) * I; i < h[0].size(); ++i) {
+    ASSERT_EQ(h[0][i], 0xFFFF) << "row past the last pair written: element " << i;
+  }
+
+  char name[200];
+  snprintf(name, sizeof(name), "gemm1 I=%d K=%d E=%d pairs=%d tile_n=%d %s%s kernel=%d split=%d%s",
+           I, K, E, pairs, c.tile_n != 0 ? c.tile_n : choose_tile_n(max_rows, E),
+           c.mxfp8_out ? "mxfp8" : "bf16", c.per_expert_beta ? " per-expert-beta" : "", c.kernel,
+           c.split_k, c.graph ? " graph" : "");
+  Compare cmp{name};
+  std::vector<float> wd(static_cast<size_t>(2) * I * K), xf(K);
+  std::vector<double> gate(I), up(I), gsum(I), usum(I);
+  std::vector<float> s(I);
+  for (int e = 0; e < E; ++e) {
+    if (c.rows[e] == 0) continue;
+    for (int r = 0; r < 2 * I; ++r) dequant_row(w13[e], r, &wd[static_cast<size_t>(r) * K]);
+    for (int prow : sample_rows(rng, off[e], c.rows[e], c.sample)) {
+      const uint16_t* xr = &x[static_cast<size_t>(x_row[prow]) * x_stride];
+      for (int k = 0; k < K; ++k) xf[k] = bf16_to_float(xr[k]);
+      for (int i = 0; i < I; ++i) {
+        const float* wg = &wd[static_cast<size_t>(w13_row(i, false)) * K];
+        const float* wu = &wd[static_cast<size_t>(w13_row(i, true)) * K];
+        double sg = 0, su = 0, ag = 0, au = 0;
+        for (int k = 0; k < K; ++k) {
+          sg += static_cast<double>(wg[k]) * xf[k];
+          su += static_cast<double>(wu[k]) * xf[k];
+          ag += std::fabs(static_cast<double>(wg[k]) * xf[k]);
+          au += std::fabs(static_cast<double>(wu[k]) * xf[k]);
+        }
+        gate[i] = static_cast<float>(sg);
+        up[i] = static_cast<float>(su);
+        gsum[i] = ag;
+        usum[i] = au;
+        s[i] = situ_glu(static_cast<float>(sg), static_cast<float>(su), beta[e], lbeta[e]);
+      }
+      for (int blk = 0; blk < I / 32; ++blk) {
+        float amax = 0;
+        for (int i = 32 * blk; i < 32 * blk + 32; ++i) amax = std::max(amax, std::fabs(s[i]));
+        const int E8 = mx_scale_exponent(amax, kE4M3Max);
+        for (int i = 32 * blk; i < 32 * blk + 32; ++i) {
+          double ref, step;
+          if (c.mxfp8_out) {
+            ref = ldexp(e4m3_to_float(float_to_e4m3(ldexpf(s[i], -E8))), E8);
+            // one E4M3 step at this value, or a subnormal step of a (possibly flipped) scale
+            step = std::fabs(ref) * 0.125 + ldexp(1.0, E8 + 1 - 9);
+          } else {
+            ref = round_bf16(s[i]);
+            step = std::fabs(ref) * (1.0 / 128) + 1e-30;
+          }
+          const float g0 = gate[i], u0 = up[i], eg = 1e-4f * gsum[i], eu = 1e-4f * usum[i];
+          const double prop =
+              std::fabs(situ_glu(g0 + eg, u0, beta[e], lbeta[e]) -
+                        situ_glu(g0 - eg, u0, beta[e], lbeta[e])) +
+              std::fabs(situ_glu(g0, u0 + eu, beta[e], lbeta[e]) -
+                        situ_glu(g0, u0 - eu, beta[e], lbeta[e]));
+          const double got = bf16_to_float(h[0][static_cast<size_t>(prow) * I + i]);
+          cmp.add(got, ref, step + 2 * prop,
+                  "pair " + std::to_string(prow) + " (expert " + std::to_string(e) + ") i " +
+                      std::to_string(i));
+        }
+      }
+    }
+  }
+  cmp.report_and_check();
+  if (c.mxfp8_out) {
+    EXPECT_LE(cmp.inexact, cmp.n / 100) << "more than 1% of E4M3 codes differ from the CPU's";
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+struct Gemm2Case {
+  std::vector<int> rows;
+  int H = 128, I = 256;
+  int tile_n = 0;
+  int kernel = kGemmAuto;
+  int split_k = 0;
+  bool graph = false;
+  int sample = 0;
+  int s_lo = 120, s_hi = 130;
+  uint64_t seed = 2;
+};
+
+inline void run_gemm2_case(const Gemm2Case& c) {
+  std::mt19937_64 rng(c.seed);
+  const int E = static_cast<int>(c.rows.size()), H = c.H, I = c.I;
+  const std::vector<int32_t> off = offsets_of(c.rows);
+  const int pairs = off[E];
+  const int max_rows = pairs + 5;
+
+  std::vector<Mx4> w2(E);
+  std::vector<uint8_t> wq, ws;
+  for (int e = 0; e < E; ++e) {
+    w2[e] = random_mx4(rng, H, I, c.s_lo, c.s_hi);
+    prepack_append(w2[e], &wq, &ws);
+  }
+  std::vector<uint16_t> h(static_cast<size_t>(max_rows) * I);
+  for (auto& v : h) v = random_bf16(rng, 1.0f);
+  std::vector<float> rw(max_rows);
+  std::uniform_real_distribution<float> wdist(0.01f, 1.0f);
+  for (auto& v : rw) v = wdist(rng);
+
+  DevBuf<uint8_t> d_wq(wq.size()), d_ws(ws.size());
+  DevBuf<uint16_t> d_h(h.size());
+  DevBuf<float> d_rw(rw.size()), d_y(static_cast<size_t>(max_rows) * H);
+  DevBuf<int32_t> d_off(off.size());
+  CUDA_OK(d_wq.up(wq));
+  CUDA_OK(d_ws.up(ws));
+  CUDA_OK(d_h.up(h));
+  CUDA_OK(d_rw.up(rw));
+  CUDA_OK(d_off.up(off));
+
+  Gemm2Params p;
+  p.w_packed = d_wq.p;
+  p.w_scales = d_ws.p;
+  p.H = H;
+  p.I = I;
+  p.h = reinterpret_cast<const __nv_bfloat16*>(d_h.p);
+  p.row_weight = d_rw.p;
+  p.y = d_y.p;
+  p.g.num_experts = E;
+  p.g.expert_offsets = d_off.p;
+  p.g.max_rows = max_rows;
+  p.g.tile_n = c.tile_n;
+  p.g.kernel = c.kernel;
+  p.g.split_k = c.split_k;
+
+  const int runs = c.graph ? 4 : 2;
+  std::vector<std::vector<float>> y(runs);
+  CapturedLaunch graph;
+  if (c.graph) CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm2(p, num_sms(), s); }));
+  for (int run = 0; run < runs; ++run) {
+    CUDA_OK(cudaMemset(d_y.p, 0xFF, d_y.n * 4));  // poison: fp32 NaN
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm2(p, num_sms(), 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(d_y.down(&y[run]));
+  }
+  for (int run = 1; run < runs; ++run) {
+    EXPECT_EQ(0, memcmp(y[0].data(), y[run].data(), y[0].size() * 4)) << "run " << run << " differs";
+  }
+  for (size_t i = static_cast<size_t>(pairs) * H; i < y[0].size(); ++i) {
+    uint32_t bits;
+    memcpy(&bits, &y[0][i], 4);
+    ASSERT_EQ(bits, 0xFFFFFFFFu) << "row past the last pair written: element " << i;
+  }
+
+  char name[160];
+  snprintf(name, sizeof(name), "gemm2 H=%d I=%d E=%d pairs=%d tile_n=%d kernel=%d split=%d%s", H,
+           I, E, pairs, c.tile_n != 0 ? c.tile_n : choose_tile_n(max_rows, E), c.kernel, c.split_k,
+           c.graph ? " graph" : "");
+  Compare cmp{name};
+  std::vector<float> wd(static_cast<size_t>(H) * I), hf(I);
+  for (int e = 0; e < E; ++e) {
+    if (c.rows[e] == 0) continue;
+    for (int r = 0; r < H; ++r) dequant_row(w2[e], r, &wd[static_cast<size_t>(r) * I]);
+    for (int prow : sample_rows(rng, off[e], c.rows[e], c.sample)) {
+      for (int k = 0; k < I; ++k) hf[k] = bf16_to_float(h[static_cast<size_t>(prow) * I + k]);
+      for (int n = 0; n < H; ++n) {
+        const float* wr = &wd[static_cast<size_t>(n) * I];
+        double sum = 0, asum = 0;
+        for (int k = 0; k < I; ++k) {
+          sum += static_cast<double>(wr[k]) * hf[k];
+          asum += std::fabs(static_cast<double>(wr[k]) * hf[k]);
+        }
+        const double ref = rw[prow] * static_cast<float>(sum);
+        const double tol = 1e-4 * asum * rw[prow] + 1e-6 * std::fabs(ref);
+        cmp.add(y[0][static_cast<size_t>(prow) * H + n], ref, tol,
+                "pair " + std::to_string(prow) + " (expert " + std::to_string(e) + ") n " +
+                    std::to_string(n));
+      }
+    }
+  }
+  cmp.report_and_check();
+}
+
+}  // namespace mxmoe::sm90::check

@@ -1,0 +1,421 @@
+// tests/gpu/test_sm90_decode_gemm.cpp: the SM90 decode grouped GEMM (src/cuda/sm90/decode_gemm*)
+// against the CPU computation of sm90_gemm_check.h (the same checks as the tiled kernel's tests):
+// awkward row counts (0, 1, odd, experts with no rows, more than one token tile), every split
+// count (1, 2, 4, 8 and the heuristic; splits larger than the K steps leave empty slices),
+// run-to-run bit identity, CUDA-graph replay, Kimi-K3 sizes; and the tiled kernel's 16-token
+// path, kept reachable with kGemmTiled. The split heuristic is checked on the host.
+//
+// Timings (DISABLED_, not a correctness test):
+//   test_sm90_decode_gemm --gtest_also_run_disabled_tests --gtest_filter='*DecodeBench*'
+// EP16 (56 experts, I 3072, 1 per token) and TP8xEP4 (224 experts, I 384, 4 per token), latent
+// 3584; each timed launch follows a 256 MB L2 flush; median of 15 CUDA-event timings; GB/s of the
+// weights of the experts hit, against the SM copy rate (3917 GB/s, bench/RESULTS.md).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "sm90/decode_gemm.h"
+#include "sm90/grouped_gemm.h"
+#include "sm90_gemm_check.h"
+
+namespace mxmoe::sm90 {
+namespace {
+
+using namespace check;
+
+const std::vector<int> kAwkwardRows = {0, 1, 3, 17, 0, 118, 2, 0, 33, 1};
+
+TEST(Sm90DecodeSplit, HostHeuristic) {
+  // 132 SMs; slots per split as the H200 build reports (5 / 5 / 4 / 3 CTAs per SM).
+  const int slots[4] = {132 * 5, 132 * 5, 132 * 4, 132 * 3};
+  // EP16 T=1, GEMM1: 96 tiles x 56 steps: split so the 96 tiles fill the device.
+  EXPECT_GT(decode_split_k(96, 56, 1, 56, slots), 1);
+  // EP16 T=1, GEMM2: 56 tiles x 48 steps.
+  EXPECT_GT(decode_split_k(56, 48, 1, 56, slots), 1);
+  // EP16 T=64: thousands of tiles, no split.
+  EXPECT_EQ(decode_split_k(96, 56, 64, 56, slots), 1);
+  EXPECT_EQ(decode_split_k(56, 48, 64, 56, slots), 1);
+  // Never more CTAs per tile than K steps.
+  EXPECT_LE(decode_split_k(56, 1, 1, 1, slots), 1);
+  EXPECT_LE(decode_split_k(56, 3, 1, 1, slots), 2);
+  for (int rows : {1, 2, 4, 16, 64, 256, 900}) {
+    const int s = decode_split_k(12, 56, rows, 224, slots);
+    EXPECT_TRUE(s == 1 || s == 2 || s == 4 || s == 8) << s;
+  }
+}
+
+TEST(Sm90DecodeGemm, RejectsBadArguments) {
+  REQUIRE_SM90();
+  DevBuf<uint8_t> any(1 << 16);
+  DevBuf<int32_t> off(4);
+  CUDA_OK(cudaMemset(off.p, 0, 16));
+  Gemm1Params p;
+  p.w_packed = any.p;
+  p.w_scales = any.p;
+  p.I = 64;
+  p.K = 64;
+  p.x = reinterpret_cast<const __nv_bfloat16*>(any.p);
+  p.x_stride = 64;
+  p.x_row = off.p;
+  p.beta = reinterpret_cast<const float*>(any.p);
+  p.linear_beta = p.beta;
+  p.h = reinterpret_cast<__nv_bfloat16*>(any.p + 4096);
+  p.g.num_experts = 1;
+  p.g.expert_offsets = off.p;
+  p.g.max_rows = 8;
+  p.g.kernel = kGemmDecode;
+  EXPECT_EQ(launch_gemm1(p, num_sms(), 0), cudaSuccess);
+  auto bad1 = [&](auto edit) {
+    Gemm1Params q = p;
+    edit(q);
+    return launch_gemm1(q, num_sms(), 0);
+  };
+  EXPECT_EQ(bad1([](Gemm1Params& q) { q.g.tile_n = 32; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad1([](Gemm1Params& q) { q.g.split_k = 3; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad1([](Gemm1Params& q) { q.g.split_k = 16; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad1([](Gemm1Params& q) { q.g.kernel = 7; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad1([](Gemm1Params& q) { q.K = 96; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad1([](Gemm1Params& q) { q.x = nullptr; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad1([](Gemm1Params& q) { q.g.max_rows = 0; }), cudaSuccess);  // nothing to do
+  Gemm2Params p2;
+  p2.w_packed = any.p;
+  p2.w_scales = any.p;
+  p2.H = 64;
+  p2.I = 64;
+  p2.h = reinterpret_cast<const __nv_bfloat16*>(any.p);
+  p2.row_weight = reinterpret_cast<const float*>(any.p);
+  p2.y = reinterpret_cast<float*>(any.p + 8192);
+  p2.g = p.g;
+  EXPECT_EQ(launch_gemm2(p2, num_sms(), 0), cudaSuccess);
+  Gemm2Params q2 = p2;
+  q2.g.split_k = 5;
+  EXPECT_EQ(launch_gemm2(q2, num_sms(), 0), cudaErrorInvalidValue);
+  q2 = p2;
+  q2.g.num_experts = kDecodeMaxExperts + 1;  // offsets only read on the device: never launched
+  EXPECT_EQ(launch_gemm2(q2, num_sms(), 0), cudaErrorInvalidValue);
+  CUDA_OK(cudaDeviceSynchronize());
+}
+
+// Parameters: (split_k, 64-K steps per ring stage).
+class Sm90DecodeSplitK : public ::testing::TestWithParam<std::tuple<int, int>> {
+ protected:
+  void SetUp() override { decode_set_stage_steps(std::get<1>(GetParam())); }
+  void TearDown() override { decode_set_stage_steps(0); }
+  static int split() { return std::get<0>(GetParam()); }
+};
+
+TEST_P(Sm90DecodeSplitK, Gemm1Bf16) {
+  REQUIRE_SM90();
+  Gemm1Case c;
+  c.rows = kAwkwardRows;
+  c.tile_n = 16;
+  c.kernel = kGemmDecode;
+  c.split_k = split();
+  c.per_expert_beta = true;
+  c.K = 512;  // 8 steps: every split has work; split 8 gives one step per CTA
+  run_gemm1_case(c);
+}
+TEST_P(Sm90DecodeSplitK, Gemm1Mxfp8) {
+  REQUIRE_SM90();
+  Gemm1Case c;
+  c.rows = kAwkwardRows;
+  c.tile_n = 16;
+  c.kernel = kGemmDecode;
+  c.split_k = split();
+  c.mxfp8_out = true;
+  c.seed = 3;
+  run_gemm1_case(c);  // K 256: 4 steps, split 8 leaves empty slices
+}
+TEST_P(Sm90DecodeSplitK, Gemm2) {
+  REQUIRE_SM90();
+  Gemm2Case c;
+  c.rows = kAwkwardRows;
+  c.tile_n = 16;
+  c.kernel = kGemmDecode;
+  c.split_k = split();
+  run_gemm2_case(c);
+}
+TEST_P(Sm90DecodeSplitK, OddStepsWideScales) {
+  // K = 192 is 3 steps (uneven slices); scale bytes up to 150 take expand_fragment's second
+  // multiply.
+  REQUIRE_SM90();
+  Gemm2Case c;
+  c.rows = {5, 16, 0, 33, 1};
+  c.H = 192;
+  c.I = 192;
+  c.s_lo = 100;
+  c.s_hi = 150;
+  c.tile_n = 16;
+  c.kernel = kGemmDecode;
+  c.split_k = split();
+  run_gemm2_case(c);
+  Gemm1Case c1;
+  c1.rows = {5, 16, 0, 33, 1};
+  c1.I = 96;
+  c1.K = 192;
+  c1.s_lo = 100;
+  c1.s_hi = 135;
+  c1.tile_n = 16;
+  c1.kernel = kGemmDecode;
+  c1.split_k = split();
+  run_gemm1_case(c1);
+}
+TEST_P(Sm90DecodeSplitK, GraphReplay) {
+  // One token, as at decode: three replays of one captured graph equal the eager run.
+  REQUIRE_SM90();
+  Gemm1Case c;
+  c.rows = {0, 0, 1, 0, 0, 0};
+  c.I = 256;
+  c.K = 1024;
+  c.kernel = kGemmDecode;
+  c.split_k = split();
+  c.graph = true;
+  c.mxfp8_out = true;
+  run_gemm1_case(c);
+  Gemm2Case c2;
+  c2.rows = {0, 1, 0, 2, 0, 1};
+  c2.H = 512;
+  c2.I = 512;
+  c2.kernel = kGemmDecode;
+  c2.split_k = split();
+  c2.graph = true;
+  run_gemm2_case(c2);
+}
+INSTANTIATE_TEST_SUITE_P(AllSplits, Sm90DecodeSplitK,
+                         ::testing::Combine(::testing::Values(0, 1, 2, 4, 8),
+                                            ::testing::Values(1, 2, 4)));
+
+TEST(Sm90DecodeGemm, KimiSizes) {
+  REQUIRE_SM90();
+  for (bool mx : {false, true}) {
+    Gemm1Case c;  // EP16-like
+    c.rows = {1, 0, 5, 17};
+    c.I = 3072;
+    c.K = 3584;
+    c.mxfp8_out = mx;
+    c.tile_n = 16;
+    c.kernel = kGemmDecode;
+    c.sample = 4;
+    c.seed = 21 + mx;
+    run_gemm1_case(c);
+  }
+  Gemm1Case c;  // TP8 x EP4 slice
+  c.rows = {0, 1, 3, 17, 0, 1, 9, 1, 0, 4, 0, 2};
+  c.I = 384;
+  c.K = 3584;
+  c.mxfp8_out = true;
+  c.per_expert_beta = true;
+  c.tile_n = 16;
+  c.kernel = kGemmDecode;
+  c.sample = 4;
+  run_gemm1_case(c);
+  Gemm2Case c2;
+  c2.rows = {1, 0, 5, 17};
+  c2.H = 3584;
+  c2.I = 3072;
+  c2.tile_n = 16;
+  c2.kernel = kGemmDecode;
+  c2.sample = 4;
+  run_gemm2_case(c2);
+  Gemm2Case c3;
+  c3.rows = {0, 1, 3, 17, 0, 1, 9, 1, 0, 4, 0, 2};
+  c3.H = 3584;
+  c3.I = 384;
+  c3.tile_n = 16;
+  c3.kernel = kGemmDecode;
+  c3.sample = 4;
+  c3.graph = true;
+  run_gemm2_case(c3);
+}
+
+TEST(Sm90DecodeGemm, TiledKernelStillServes16TokenTiles) {
+  // kGemmTiled keeps grouped_gemm_kernel.cuh's 16-token path tested once kGemmAuto picks the
+  // decode kernel for it.
+  REQUIRE_SM90();
+  Gemm1Case c;
+  c.rows = kAwkwardRows;
+  c.tile_n = 16;
+  c.kernel = kGemmTiled;
+  c.mxfp8_out = true;
+  run_gemm1_case(c);
+  Gemm2Case c2;
+  c2.rows = kAwkwardRows;
+  c2.tile_n = 16;
+  c2.kernel = kGemmTiled;
+  run_gemm2_case(c2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timings.
+struct Dev {
+  void* p = nullptr;
+  explicit Dev(size_t bytes) {
+    if (cudaMalloc(&p, std::max<size_t>(bytes, 16)) != cudaSuccess) p = nullptr;
+  }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+};
+
+template <typename F>
+float median_us(F launch, void* flush, size_t flush_bytes) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<float> t;
+  for (int rep = 0; rep < 18; ++rep) {
+    cudaMemsetAsync(flush, rep & 0xFF, flush_bytes, 0);
+    cudaEventRecord(a, 0);
+    launch();
+    cudaEventRecord(b, 0);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    if (rep >= 3) t.push_back(ms * 1000.0f);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+constexpr double kCopyGBs = 3917.0;  // SM copy rate on the H200 (bench/RESULTS.md)
+
+void bench(const char* layout, int E, int I, int topk, int T) {
+  const int H = 3584;
+  std::mt19937_64 rng(T * 131 + E);
+  std::vector<int> rows(E, 0), perm(E);
+  for (int t = 0; t < T; ++t) {  // each token picks `topk` distinct local experts uniformly
+    for (int i = 0; i < E; ++i) perm[i] = i;
+    for (int j = 0; j < topk; ++j) {
+      std::uniform_int_distribution<int> d(j, E - 1);
+      std::swap(perm[j], perm[d(rng)]);
+      ++rows[perm[j]];
+    }
+  }
+  const std::vector<int32_t> off = offsets_of(rows);
+  const int pairs = off[E];
+  int hit = 0;
+  for (int e = 0; e < E; ++e) hit += rows[e] > 0;
+
+  const size_t w13q = prepacked_packed_bytes(2 * I, H), w13s = prepacked_scale_bytes(2 * I, H);
+  const size_t w2q = prepacked_packed_bytes(H, I), w2s = prepacked_scale_bytes(H, I);
+  std::vector<uint8_t> hq(E * std::max(w13q, w2q)), hs(E * std::max(w13s, w2s));
+  uint64_t x = 0x9E3779B97F4A7C15ull * (T + 1);  // xorshift: ~1 GB of bytes per layout
+  for (size_t i = 0; i + 8 <= hq.size(); i += 8) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    memcpy(&hq[i], &x, 8);
+  }
+  for (auto& v : hs) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    v = static_cast<uint8_t>(118 + (x >> 40) % 9);  // scales 2^-9 .. 2^-1
+  }
+  Dev d_w13q(E * w13q), d_w13s(E * w13s), d_w2q(E * w2q), d_w2s(E * w2s);
+  ASSERT_EQ(cudaMemcpy(d_w13q.p, hq.data(), E * w13q, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_w13s.p, hs.data(), E * w13s, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_w2q.p, hq.data(), E * w2q, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_w2s.p, hs.data(), E * w2s, cudaMemcpyHostToDevice), cudaSuccess);
+  std::vector<uint16_t> act(static_cast<size_t>(std::max(T, pairs)) * H);
+  for (auto& v : act) v = random_bf16(rng, 0.05f);
+  Dev d_x(static_cast<size_t>(T) * H * 2), d_h(static_cast<size_t>(pairs) * I * 2),
+      d_y(static_cast<size_t>(pairs) * H * 4), d_off((E + 1) * 4), d_row(pairs * 4),
+      d_rw(pairs * 4), d_beta(E * 4), d_lbeta(E * 4);
+  ASSERT_EQ(cudaMemcpy(d_x.p, act.data(), static_cast<size_t>(T) * H * 2, cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_h.p, act.data(), static_cast<size_t>(pairs) * I * 2,
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_off.p, off.data(), (E + 1) * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  std::vector<int32_t> xrow(pairs);
+  for (int p = 0; p < pairs; ++p) xrow[p] = p % T;
+  ASSERT_EQ(cudaMemcpy(d_row.p, xrow.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  std::vector<float> ones(std::max(E, pairs), 1.0f), b4(E, 4.0f), b25(E, 25.0f);
+  ASSERT_EQ(cudaMemcpy(d_rw.p, ones.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_beta.p, b4.data(), E * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_lbeta.p, b25.data(), E * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  const size_t flush_bytes = 256u << 20;
+  Dev flush(flush_bytes);
+  const int sms = num_sms();
+
+  GroupedProblem g;
+  g.num_experts = E;
+  g.expert_offsets = static_cast<const int32_t*>(d_off.p);
+  g.max_rows = pairs;
+  g.tile_n = 16;
+  Gemm1Params p1;
+  p1.w_packed = static_cast<const uint8_t*>(d_w13q.p);
+  p1.w_scales = static_cast<const uint8_t*>(d_w13s.p);
+  p1.I = I;
+  p1.K = H;
+  p1.x = static_cast<const __nv_bfloat16*>(d_x.p);
+  p1.x_stride = H;
+  p1.x_row = static_cast<const int32_t*>(d_row.p);
+  p1.beta = static_cast<const float*>(d_beta.p);
+  p1.linear_beta = static_cast<const float*>(d_lbeta.p);
+  p1.h = static_cast<__nv_bfloat16*>(d_h.p);
+  p1.g = g;
+  Gemm2Params p2;
+  p2.w_packed = static_cast<const uint8_t*>(d_w2q.p);
+  p2.w_scales = static_cast<const uint8_t*>(d_w2s.p);
+  p2.H = H;
+  p2.I = I;
+  p2.h = static_cast<const __nv_bfloat16*>(d_h.p);
+  p2.row_weight = static_cast<const float*>(d_rw.p);
+  p2.y = static_cast<float*>(d_y.p);
+  p2.g = g;
+  const double b1 = static_cast<double>(hit) * (w13q + w13s);
+  const double b2 = static_cast<double>(hit) * (w2q + w2s);
+  const double floor_us = (b1 + b2) / kCopyGBs * 1e-3;
+
+  struct Variant {
+    const char* name;
+    int kernel, split, ks;
+  };
+  const Variant variants[] = {
+      {"tiled16", kGemmTiled, 0, 0},   {"dec", kGemmDecode, 0, 0},
+      {"k1-auto", kGemmDecode, 0, 1},  {"k1-s1", kGemmDecode, 1, 1},
+      {"k1-s2", kGemmDecode, 2, 1},    {"k1-s4", kGemmDecode, 4, 1},
+      {"k2-auto", kGemmDecode, 0, 2},  {"k2-s1", kGemmDecode, 1, 2},
+      {"k2-s2", kGemmDecode, 2, 2},    {"k2-s4", kGemmDecode, 4, 2},
+      {"k4-auto", kGemmDecode, 0, 4},  {"k4-s1", kGemmDecode, 1, 4},
+      {"k4-s2", kGemmDecode, 2, 4},    {"k4-s4", kGemmDecode, 4, 4}};
+  for (const Variant& v : variants) {
+    decode_set_stage_steps(v.ks);
+    Gemm1Params q1 = p1;
+    Gemm2Params q2 = p2;
+    q1.g.kernel = q2.g.kernel = v.kernel;
+    q1.g.split_k = q2.g.split_k = v.split;
+    Gemm1Params q1m = q1;
+    q1m.mxfp8_out = true;
+    ASSERT_EQ(launch_gemm1(q1, sms, 0), cudaSuccess) << v.name;
+    ASSERT_EQ(launch_gemm2(q2, sms, 0), cudaSuccess) << v.name;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << v.name;
+    const float t1 = median_us([&] { launch_gemm1(q1, sms, 0); }, flush.p, flush_bytes);
+    const float t1m = median_us([&] { launch_gemm1(q1m, sms, 0); }, flush.p, flush_bytes);
+    const float t2 = median_us([&] { launch_gemm2(q2, sms, 0); }, flush.p, flush_bytes);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    printf("DECODE_BENCH %-8s T=%4d hit=%3d %-8s | gemm1 %7.1f us %5.0f GB/s | +mx %7.1f us | "
+           "gemm2 %7.1f us %5.0f GB/s | sum %7.1f us %5.0f GB/s (%4.1f%% of %.0f) floor %5.1f us "
+           "x%.2f\n",
+           layout, T, hit, v.name, t1, b1 / t1 * 1e-3, t1m, t2, b2 / t2 * 1e-3, t1 + t2,
+           (b1 + b2) / (t1 + t2) * 1e-3, 100.0 * (b1 + b2) / (t1 + t2) * 1e-3 / kCopyGBs, kCopyGBs,
+           floor_us, (t1 + t2) / floor_us);
+  }
+  decode_set_stage_steps(0);
+}
+
+TEST(Sm90DecodeBench, DISABLED_KimiShapes) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "SKIPPED: no CUDA device";
+  for (int T : {1, 4, 16, 64, 256, 512}) bench("EP16", 56, 3072, 1, T);
+  for (int T : {1, 16, 64, 224}) bench("TP8xEP4", 224, 384, 4, T);
+}
+
+}  // namespace
+}  // namespace mxmoe::sm90
