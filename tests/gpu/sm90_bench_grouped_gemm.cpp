@@ -7,12 +7,15 @@
 // experts, I 384, 4 per token), latent H 3584. Weights are random bytes with scale bytes in
 // [118, 126] (the prepacked order is a permutation, so random bytes are random weights either
 // way). Each timed launch follows an L2 flush (a 256 MB memset); median of 15 CUDA-event timings.
-// Printed: us, TFLOP/s over real (unpadded) pairs, GB/s of the weights of the experts hit.
+// Printed: us, TFLOP/s over real (unpadded) pairs and its share of the 802 TFLOP/s BF16 dense
+// rate, GB/s of the weights of the experts hit, and "useful": real rows / rows the token tiles
+// pad to (the tile-quantization ceiling on that share).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -69,7 +72,7 @@ float median_us(F launch, void* flush, size_t flush_bytes) {
   return t[t.size() / 2];
 }
 
-void bench(const char* layout, int E, int I, int topk, int T) {
+void bench(const char* layout, int E, int I, int topk, int T, int tile_n = 0) {
   const int H = 3584;
   std::mt19937_64 rng(T * 131 + E);
   // routing: each token picks `topk` distinct local experts uniformly
@@ -125,6 +128,7 @@ void bench(const char* layout, int E, int I, int topk, int T) {
   g.num_experts = E;
   g.expert_offsets = static_cast<const int32_t*>(d_off.p);
   g.max_rows = pairs;
+  g.tile_n = tile_n;
   Gemm1Params p1;
   p1.w_packed = static_cast<const uint8_t*>(d_w13q.p);
   p1.w_scales = static_cast<const uint8_t*>(d_w13s.p);
@@ -158,17 +162,51 @@ void bench(const char* layout, int E, int I, int topk, int T) {
   BENCH_CUDA(cudaGetLastError());
   const double f1 = 2.0 * pairs * 2 * I * H, f2 = 2.0 * pairs * H * I;
   const double b1 = static_cast<double>(hit) * (w13q + w13s), b2 = static_cast<double>(hit) * (w2q + w2s);
-  printf("BENCH %-8s E=%3d I=%4d T=%5d pairs=%6d hit=%3d tile_n=%3d | gemm1 %8.1f us %6.1f TFLOP/s "
-         "%6.0f GB/s | gemm1+mx %8.1f us | gemm2 %8.1f us %6.1f TFLOP/s %6.0f GB/s | total %8.1f us\n",
-         layout, E, I, T, pairs, hit, choose_tile_n(pairs, E), t1, f1 / t1 * 1e-6, b1 / t1 * 1e-3,
-         t1m, t2, f2 / t2 * 1e-6, b2 / t2 * 1e-3, t1 + t2);
+  // Tile quantization: MMA work the token tiles pad in (the warp-specialized kernel's units of
+  // at most 192 rows, each run with wgmma N rounded up to 32; below that fixed tiles of tn).
+  const int tn = tile_n != 0 ? tile_n : choose_tile_n(pairs, E);
+  int64_t padded = 0;
+  for (int e = 0; e < E; ++e) {
+    const int r = rows[e];
+    if (r == 0) continue;
+    if (tn != 192) {  // the one-warpgroup kernel: fixed tiles of tn
+      padded += static_cast<int64_t>(r + tn - 1) / tn * tn;
+      continue;
+    }
+    const int n = (r + tn - 1) / tn, sz = (r + n - 1) / n, units = (r + sz - 1) / sz;
+    padded += static_cast<int64_t>(units - 1) * ((sz + 31) / 32 * 32) +
+              ((r - (units - 1) * sz + 31) / 32 * 32);
+  }
+  const double kBf16Dense = 802.0;  // TFLOP/s, KIMI_K3.md's in-run ceiling on this H200
+  printf("BENCH %-8s E=%3d I=%4d T=%5d pairs=%6d hit=%3d tile_n=%3d useful %4.1f%% | gemm1 %8.1f us "
+         "%6.1f TFLOP/s (%4.1f%%) %6.0f GB/s | gemm1+mx %8.1f us | gemm2 %8.1f us %6.1f TFLOP/s "
+         "(%4.1f%%) %6.0f GB/s | total %8.1f us\n",
+         layout, E, I, T, pairs, hit, tn, 100.0 * pairs / std::max<int64_t>(padded, 1), t1,
+         f1 / t1 * 1e-6, f1 / t1 * 1e-4 / kBf16Dense, b1 / t1 * 1e-3, t1m, t2, f2 / t2 * 1e-6,
+         f2 / t2 * 1e-4 / kBf16Dense, b2 / t2 * 1e-3, t1 + t2);
 }
 
 TEST(Sm90GroupedGemmBench, DISABLED_KimiShapes) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "SKIPPED: no CUDA device";
-  for (int T : {1, 16, 64, 1024, 4096, 8192}) bench("EP16", 56, 3072, 1, T);
-  for (int T : {1, 64, 8192}) bench("TP8xEP4", 224, 384, 4, T);
+  for (int T : {1, 16, 64, 1024, 4096, 8192, 16384}) bench("EP16", 56, 3072, 1, T);
+  for (int T : {1, 64, 8192, 16384}) bench("TP8xEP4", 224, 384, 4, T);
+}
+
+// The warp-specialized kernel's knobs and two diagnostics (grouped_gemm_ws_kernel.cuh, `tune`:
+// "lag,max_stages,flags"; flags 256 = the producer copies nothing, 512 = no weight conversion:
+// wrong results, timings only) at EP16 T=16384, and the one-warpgroup kernel (tile_n 128) there.
+TEST(Sm90GroupedGemmBench, DISABLED_WarpSpecializedTune) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "SKIPPED: no CUDA device";
+  for (const char* tune : {"2,8,0", "4,8,0", "6,8,0", "4,8,256", "4,8,512", "4,8,768"}) {
+    setenv("MXMOE_SM90_WS_TUNE", tune, 1);
+    char label[32];
+    snprintf(label, sizeof(label), "EP16[%s]", tune);
+    bench(label, 56, 3072, 1, 16384);
+  }
+  unsetenv("MXMOE_SM90_WS_TUNE");
+  bench("EP16[one-warpgroup 128]", 56, 3072, 1, 16384, 128);
 }
 
 }  // namespace

@@ -1,14 +1,23 @@
 // src/cuda/sm90/grouped_gemm.cu: host launchers of the SM90 grouped MoE GEMMs
-// (grouped_gemm.h): argument checks, tile-width dispatch, persistent grid sizing.
+// (grouped_gemm.h): argument checks, tile-width dispatch, persistent grid sizing. Tile widths
+// 16..128 run the one-warpgroup kernel (grouped_gemm_kernel.cuh), 192 the warp-specialized one
+// (grouped_gemm_ws_kernel.cuh: token tiles of at most 192 rows, wgmma N picked per tile). Every
+// launch uses programmatic dependent launch (smxx/pdl.cuh).
 //
 // Nothing here reads device memory or synchronizes, so the launches can be captured in a CUDA
 // graph: the grid is sized from host-known bounds (max_rows, num_experts, the occupancy of the
 // kernel), and CTAs with no tile exit at once.
 // Limitations: num_experts <= kMaxExperts (the per-CTA tile prefix lives in shared memory).
 #include "sm90/grouped_gemm.h"
+
+#include <cstdio>
+#include <cstdlib>
+
 #include "sm90/decode_gemm.h"
 #include "sm90/grouped_gemm_kernel.cuh"
+#include "sm90/grouped_gemm_ws_kernel.cuh"
 #include "sm90/tile_heuristic.h"
+#include "smxx/pdl.cuh"
 
 namespace mxmoe::sm90 {
 namespace {
@@ -34,8 +43,60 @@ cudaError_t launch_tiles(const KernelArgs& a, int num_sms, cudaStream_t stream) 
   const int64_t bound = ((a.max_rows + BN - 1) / BN + a.num_experts) * m_tiles;
   const int64_t grid = std::min<int64_t>(static_cast<int64_t>(num_sms) * per_sm, bound);
   if (grid < 1) return cudaSuccess;
-  kernel<<<static_cast<unsigned>(grid), kWarpgroup, smem, stream>>>(a);
-  return cudaGetLastError();
+  err = pdl::launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(kWarpgroup), smem,
+                        stream, a);
+  return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+// The warp-specialized kernel (grouped_gemm_ws_kernel.cuh), token tiles of at most `cap` rows.
+// The slot count fills the shared memory left after the unit list (max_units ints, a bound
+// from host-known sizes); when fewer than kWsMinStages slots fit (a huge num_experts), the
+// one-warpgroup kernel runs instead.
+// MXMOE_SM90_WS_TUNE="lag,max_stages,flags" (grouped_gemm_ws_kernel.cuh's `tune`): for the
+// timing sweeps of tests/gpu/sm90_bench_grouped_gemm.cpp only.
+struct WsTune {
+  int lag = kWsLag, max_stages = kWsMaxStages, flags = 0;
+};
+WsTune ws_tune() {
+  WsTune t;
+  if (const char* env = std::getenv("MXMOE_SM90_WS_TUNE")) {
+    int lag = 0, st = 0, fl = 0;
+    if (std::sscanf(env, "%d,%d,%d", &lag, &st, &fl) == 3 && (lag == 2 || lag == 4 || lag == 6) &&
+        st >= lag + 2 && st <= kWsMaxStages) {
+      t.lag = lag;
+      t.max_stages = st;
+      t.flags = fl & (kWsTuneNoLoad | kWsTuneNoExpand);
+    }
+  }
+  return t;
+}
+
+template <bool kGemm1>
+cudaError_t launch_ws(const KernelArgs& a, int cap, int num_sms, cudaStream_t stream) {
+  const WsTune tune = ws_tune();
+  const int64_t max_units = a.max_rows / cap + a.num_experts + 1;
+  int dev = 0, optin = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (err != cudaSuccess) return err;
+  const int64_t room = static_cast<int64_t>(optin) - static_cast<int64_t>(ws_fixed_smem_bytes(max_units));
+  const int64_t stages =
+      std::min<int64_t>(tune.max_stages, room / static_cast<int64_t>(ws_stage_smem_bytes(cap)));
+  if (max_units > (int64_t{1} << 30) || stages < tune.lag + 2) {
+    return launch_tiles<128, kGemm1>(a, num_sms, stream);
+  }
+  const size_t smem = ws_fixed_smem_bytes(max_units) + stages * ws_stage_smem_bytes(cap);
+  auto* kernel = grouped_gemm_ws_kernel<kGemm1>;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (err != cudaSuccess) return err;
+  const int64_t m2_tiles = (a.M / kTileM + 1) / 2;
+  const int64_t grid = std::min<int64_t>(num_sms, max_units * m2_tiles);
+  if (grid < 1) return cudaSuccess;
+  err = pdl::launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(kWsThreads), smem, stream,
+                        a, cap, static_cast<int>(stages), static_cast<int>(max_units),
+                        tune.lag | tune.flags);
+  return err != cudaSuccess ? err : cudaGetLastError();
 }
 
 template <bool kGemm1>
@@ -46,6 +107,7 @@ cudaError_t dispatch(const KernelArgs& a, int tile_n, int num_sms, cudaStream_t 
     case 32: return launch_tiles<32, kGemm1>(a, num_sms, stream);
     case 64: return launch_tiles<64, kGemm1>(a, num_sms, stream);
     case 128: return launch_tiles<128, kGemm1>(a, num_sms, stream);
+    case 192: return launch_ws<kGemm1>(a, kWsMaxTileN, num_sms, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -35,6 +35,7 @@
 #include "mxmoe/formats.h"
 #include "sm90/mxfp4_fragment.h"
 #include "sm90/ptx.cuh"
+#include "smxx/pdl.cuh"
 
 namespace mxmoe::sm90 {
 
@@ -177,6 +178,7 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
   const int g = lane >> 2, t = lane & 3;
   const int KT = p.K / kStepK, m_tiles = p.M / kTileM;
 
+  pdl::wait();  // expert_offsets, act_row and the activations come from earlier kernels
   build_tile_prefix<BN>(p, m_tiles, sPrefix, sWarp);
   const int total = sPrefix[p.num_experts];
 

@@ -1,0 +1,522 @@
+// src/cuda/sm90/grouped_gemm_ws_kernel.cuh: the warp-specialized SM90 grouped MoE GEMM for many
+// tokens per expert (prefill): GEMM1 + SiTU-GLU (+ MXFP8 requantization), or GEMM2 + routing
+// weight. Same numerics, operand layouts and outputs as grouped_gemm_kernel.cuh (read it first);
+// this file changes who does what inside a CTA and how tiles are cut and ordered.
+//
+// CTA = 3 warpgroups (384 threads), one CTA per SM, persistent:
+//  - warpgroup 0, the producer (setmaxnreg down to 56 registers): gathers the tile's activation
+//    rows with cp.async (16 B per thread, the 128-byte swizzle, rows through act_row, zero fill
+//    past the expert's end) into a ring of `stages` slots of cap x 128 B (64 K of BF16 per row).
+//    A slot is handed over through two mbarriers: the producer waits on empty[slot], copies,
+//    and kWsLag steps later (its own cp.async group has landed: cp.async.wait_group, then the
+//    proxy fence so wgmma's async proxy sees the bytes) arrives on full[slot] (128 arrivals).
+//  - warpgroups 1 and 2, the consumers (setmaxnreg up to 224): a CTA tile is 128 weight rows =
+//    two 64-row weight tiles (mt = 2 m2 + consumer), both over the same activation slot. Each
+//    consumer streams its own prepacked MXFP4 fragments into registers two K steps ahead (the
+//    last two steps of a tile already fetch the next tile's first two), expands them to BF16
+//    (expand_fragment) and issues 4 wgmma m64nNk16 (RS) per 64-K step; after wgmma.wait_group 1
+//    the previous step's slot is free: one arrival per warp on empty[slot] (8 per phase). The
+//    two consumers are not synchronized with each other, so one converts while the tensor core
+//    runs the other's wgmmas. A consumer whose mt is past the matrix (odd number of 64-row tiles)
+//    still waits full / arrives empty for every step, keeping the barrier counts fixed.
+// Token tiles ("units"): an expert of r rows is cut into n = ceil(r / cap) nearly equal units of
+//  sz = ceil(r / n) rows (the last one may be shorter), and each unit runs the narrowest wgmma
+//  N in {32, 64, ..., 192} that holds it. 293 rows at cap 192 -> 2 units of 147 -> N = 160
+//  (8% padding), where fixed 128-wide tiles pad 31%.
+// Schedule: every CTA builds the same unit list in shared memory from expert_offsets (on the
+//  device, graph-capturable), ordered by N descending (heavy tiles first, the narrow ones fill
+//  the tail; and a CTA meets the widths in order, so each width has its own loop), then by
+//  expert; tile t = unit u x weight pair m2 with m2 fastest (CTAs running
+//  together share the unit's activation rows through L2); CTA b takes t = b, b + grid, ...
+// Epilogues straight from the accumulator registers (no staging: the producer already fills
+//  the slots with the next tile): GEMM1 writes each output (token, intermediate) once as BF16,
+//  GEMM2 each (token, hidden) once as fp32; every output element has exactly one writer and
+//  there are no atomics, so results are bit-identical run to run. The MX amax of a token's 32
+//  intermediates spans the consumer's 4 warps: shuffles, then shared memory and a named barrier
+//  of that consumer's 128 threads.
+// Limitations: the activation tile is gathered by cp.async (no TMA, since GEMM1's rows are
+//  scattered through act_row); weights go to registers (no smem staging); the unit list needs
+//  max_rows / cap + num_experts ints of shared memory (the launcher falls back to
+//  grouped_gemm_kernel.cuh when it does not fit with kWsMinStages slots).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "mxmoe/formats.h"
+#include "sm90/grouped_gemm_kernel.cuh"
+#include "sm90/mxfp4_fragment.h"
+#include "sm90/ptx.cuh"
+#include "smxx/pdl.cuh"
+
+namespace mxmoe::sm90 {
+
+constexpr int kWsThreads = 3 * kWarpgroup;  // producer + 2 consumers
+// Widest token tile: 192 keeps the consumer within its 224 registers (96 accumulators, 2 x 16
+// A registers, the fetched fragments); at 256 ptxas spilled ~0.5-1.8 KB per thread.
+constexpr int kWsMaxTileN = 192;
+constexpr int kWsClassN = 32;  // granularity of the per-tile wgmma N
+constexpr int kWsClasses = kWsMaxTileN / kWsClassN;
+// cp.async groups a producer thread keeps in flight before it signals the oldest one full
+// (cp.async.wait_group takes a constant: the kernel carries 2, 4 and 6; `tune` picks one).
+constexpr int kWsLag = 2;
+constexpr int kWsMinStages = kWsLag + 2;
+// tune: bits 0-3 the producer lag (2, 4, 6; slots >= lag + 2), and two diagnostics that make
+// the results wrong on purpose, for timing only: bit 8 the producer copies nothing, bit 9 the
+// consumers skip the weight conversion.
+constexpr int kWsTuneNoLoad = 1 << 8, kWsTuneNoExpand = 1 << 9;
+constexpr int kWsMaxStages = 8;
+constexpr int kWsProducerRegs = 56, kWsConsumerRegs = 224;  // 128*56 + 256*224 = 384*168
+constexpr int kWsExpertBits = 14;  // unit = (k << 14) | expert: num_experts <= 16384
+constexpr int kWsScanInts = (kWsThreads / 32) * kWsClasses + 16;
+constexpr int kWsAmaxBytes = 2 * 4 * kWsMaxTileN * 4;  // [consumer][warp][token] floats
+
+// Shared memory after the 1024-byte alignment: slots, full/empty barriers, MX amax, scan
+// scratch, the unit list (max_units ints).
+inline size_t ws_fixed_smem_bytes(int64_t max_units) {
+  return 1024 + kWsAmaxBytes + kWsScanInts * 4 + static_cast<size_t>(max_units) * 4;
+}
+inline size_t ws_stage_smem_bytes(int cap) { return static_cast<size_t>(cap) * 128 + 16; }
+
+struct WsTile {
+  int e, p0, nrows, ncls, m2;
+};
+
+// Units of expert e at width cap: n = ceil(r / cap) pieces of sz = ceil(r / n) rows; counting
+// ceil(r / sz) units keeps the last one non-empty.
+__device__ __forceinline__ void ws_units_of(const KernelArgs& p, int e, int cap, int* begin,
+                                            int* rows, int* units, int* sz) {
+  expert_rows(p, e, begin, rows);
+  const int r = *rows;
+  if (r == 0) {
+    *units = 0;
+    *sz = 1;
+    return;
+  }
+  const int n = (r + cap - 1) / cap;
+  *sz = (r + n - 1) / n;
+  *units = (r + *sz - 1) / *sz;
+}
+__device__ __forceinline__ int ws_class(int nrows) {
+  return (nrows + kWsClassN - 1) / kWsClassN - 1;
+}
+
+// Fills sUnits (all 384 threads): units ordered by class (wgmma N) descending, then expert, then
+// piece. Returns the unit count (the same in every thread).
+__device__ int ws_build_units(const KernelArgs& p, int cap, int max_units, int* sScan,
+                              int* sUnits) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  constexpr int kWarps = kWsThreads / 32;
+  const int E = p.num_experts;
+  const int chunk = (E + kWsThreads - 1) / kWsThreads;
+  const int e0 = min(E, tid * chunk), e1 = min(E, e0 + chunk);
+  int cnt[kWsClasses];
+#pragma unroll
+  for (int c = 0; c < kWsClasses; ++c) cnt[c] = 0;
+  for (int e = e0; e < e1; ++e) {
+    int b, r, n, sz;
+    ws_units_of(p, e, cap, &b, &r, &n, &sz);
+    if (n == 0) continue;
+    const int cs = ws_class(sz), cl = ws_class(r - (n - 1) * sz);
+#pragma unroll
+    for (int c = 0; c < kWsClasses; ++c) cnt[c] += (c == cs ? n - 1 : 0) + (c == cl ? 1 : 0);
+  }
+  int incl[kWsClasses];
+#pragma unroll
+  for (int c = 0; c < kWsClasses; ++c) {
+    int v = cnt[c];
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int n = __shfl_up_sync(0xFFFFFFFFu, v, o);
+      if (lane >= o) v += n;
+    }
+    incl[c] = v;
+    if (lane == 31) sScan[warp * kWsClasses + c] = v;
+  }
+  __syncthreads();
+  int run[kWsClasses];
+  int total = 0;
+#pragma unroll
+  for (int c = kWsClasses - 1; c >= 0; --c) {  // widest class first
+    int before = 0, all = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      const int v = sScan[w * kWsClasses + c];
+      all += v;
+      if (w < warp) before += v;
+    }
+    run[c] = total + before + incl[c] - cnt[c];
+    total += all;
+  }
+  for (int e = e0; e < e1; ++e) {
+    int b, r, n, sz;
+    ws_units_of(p, e, cap, &b, &r, &n, &sz);
+    if (n == 0) continue;
+    const int cs = ws_class(sz), cl = ws_class(r - (n - 1) * sz);
+    int pos = 0;
+#pragma unroll
+    for (int c = 0; c < kWsClasses; ++c) pos = c == cs ? run[c] : pos;
+    for (int k = 0; k < n - 1; ++k) {
+      if (pos + k < max_units) sUnits[pos + k] = (k << kWsExpertBits) | e;
+    }
+#pragma unroll
+    for (int c = 0; c < kWsClasses; ++c) run[c] += c == cs ? n - 1 : 0;
+#pragma unroll
+    for (int c = 0; c < kWsClasses; ++c) pos = c == cl ? run[c] : pos;
+    if (pos < max_units) sUnits[pos] = ((n - 1) << kWsExpertBits) | e;
+#pragma unroll
+    for (int c = 0; c < kWsClasses; ++c) run[c] += c == cl ? 1 : 0;
+  }
+  __syncthreads();
+  return min(total, max_units);
+}
+
+__device__ __forceinline__ WsTile ws_decode(const KernelArgs& p, const int* sUnits, int cap,
+                                            int m2_tiles, int tile) {
+  WsTile T;
+  const int u = tile / m2_tiles;
+  T.m2 = tile - u * m2_tiles;
+  const int packed = sUnits[u];
+  T.e = packed & ((1 << kWsExpertBits) - 1);
+  const int k = packed >> kWsExpertBits;
+  int begin, rows, n, sz;
+  ws_units_of(p, T.e, cap, &begin, &rows, &n, &sz);
+  T.p0 = begin + k * sz;
+  T.nrows = min(sz, rows - k * sz);
+  T.ncls = (ws_class(T.nrows) + 1) * kWsClassN;
+  return T;
+}
+
+// ---- producer warpgroup: activation slots ----
+template <int kLag>
+__device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int stages, bool load,
+                                            const int* sUnits, int total, int m2_tiles, int KT,
+                                            uint32_t slots, uint32_t full, uint32_t empty) {
+  const int tid = threadIdx.x;  // 0..127
+  const int chunk = tid & 7, r0 = tid >> 3;
+  const uint32_t stage_bytes = cap * 128;
+  const uint4* act4 = reinterpret_cast<const uint4*>(p.act);
+  int slot = 0, phase = 0, lag_slot = 0, pending = 0;
+  for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
+    const WsTile T = ws_decode(p, sUnits, cap, m2_tiles, tile);
+    // this thread's rows r0 + 16 i, as offsets in 16-byte units (x_stride % 8 == 0)
+    uint32_t off[kWsMaxTileN / 16];
+    uint32_t valid = 0;
+#pragma unroll
+    for (int i = 0; i < kWsMaxTileN / 16; ++i) {
+      const int r = r0 + 16 * i;
+      off[i] = 0;
+      if (r < T.nrows) {
+        const int64_t row = p.act_row ? p.act_row[T.p0 + r] : T.p0 + r;
+        off[i] = static_cast<uint32_t>((row * p.act_stride) / 8 + chunk);
+        valid |= 1u << i;
+      }
+    }
+    for (int kb = 0; kb < KT; ++kb) {
+      ptx::mbar_wait(empty + 8 * slot, phase ^ 1);
+      const uint32_t base = slots + slot * stage_bytes;
+#pragma unroll
+      for (int i = 0; i < kWsMaxTileN / 16; ++i) {
+        const int r = r0 + 16 * i;
+        if (load && r < T.ncls) {
+          const bool ok = (valid >> i) & 1u;
+          const uint32_t dst = base + r * 128 + ((chunk ^ (r & 7)) << 4);  // 128-byte swizzle
+          ptx::cp_async_16(dst, ok ? static_cast<const void*>(act4 + off[i] + kb * 8) : p.act, ok);
+        }
+      }
+      ptx::cp_async_commit();
+      if (++pending > kLag) {
+        ptx::cp_async_wait<kLag>();
+        ptx::fence_proxy_async();
+        ptx::mbar_arrive(full + 8 * lag_slot);
+        lag_slot = lag_slot + 1 == stages ? 0 : lag_slot + 1;
+        --pending;
+      }
+      if (++slot == stages) {
+        slot = 0;
+        phase ^= 1;
+      }
+    }
+  }
+  ptx::cp_async_wait<0>();
+  ptx::fence_proxy_async();
+  for (; pending > 0; --pending) {
+    ptx::mbar_arrive(full + 8 * lag_slot);
+    lag_slot = lag_slot + 1 == stages ? 0 : lag_slot + 1;
+  }
+}
+
+// ---- consumer warpgroups ----
+// One tile of wgmma width N (a multiple of 32): its own N / 2 accumulators, so every width
+// gets an exact register allocation (one shared 128-register array made ptxas serialize the
+// wgmmas), then the epilogue.
+template <int N, bool kGemm1>
+struct WsTileRunner {
+  template <typename Ctx>
+  static __device__ __forceinline__ void run(Ctx& c, const WsTile& T) {
+    const KernelArgs& p = c.p;
+    const int KT = c.KT;
+    float d[N / 2];
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) d[i] = 0.0f;
+    uint32_t a[2][16];
+    int prev_slot = 0;
+    // One 64-K step on weight buffer B: expand step kb's fragment, fetch step kb + 2's (or the
+    // next tile's first steps), 4 wgmmas on the slot, then free the previous step's slot.
+    auto step = [&](int kb, auto buf) {
+      constexpr int B = decltype(buf)::value;
+      ptx::mbar_wait(c.full + 8 * c.slot, c.phase);
+      if (c.expand) expand_fragment(c.rq[B], c.rs[B], a[B]);
+      if (kb + 2 < KT) {
+        c.rq[B] = ptx::ld_stream_v4(c.wq + (kb + 2) * c.kQStep);
+        c.rs[B] = ptx::ld_stream_u32(c.ws + (kb + 2) * c.kSStep);
+      } else if (c.nact) {  // the next tile's step kb + 2 - KT lands in the same buffer parity
+        c.rq[B] = ptx::ld_stream_v4(c.nq + (kb + 2 - KT) * c.kQStep);
+        c.rs[B] = ptx::ld_stream_u32(c.ns + (kb + 2 - KT) * c.kSStep);
+      }
+#pragma unroll
+      for (int i = 0; i < 16; ++i) ptx::fence_operand(a[B][i]);
+      ptx::wgmma_fence();
+      const uint32_t tile_addr = c.slots + c.slot * c.stage_bytes;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        ptx::WgmmaRS<N>::mma(d, &a[B][4 * j], ptx::desc_sw128(tile_addr + 32 * j), 1);
+      }
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<1>();  // step kb - 1's wgmmas are done: its slot is free
+      if (kb > 0 && c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
+      prev_slot = c.slot;
+      c.advance();
+    };
+    using B0 = std::integral_constant<int, 0>;
+    using B1 = std::integral_constant<int, 1>;
+    int kb = 0;
+    if (c.par) {
+      step(kb, B1());
+      ++kb;
+    }
+    for (; kb + 1 < KT; kb += 2) {
+      step(kb, B0());
+      step(kb + 1, B1());
+    }
+    if (kb < KT) step(kb, B0());
+    ptx::wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) ptx::fence_operand(d[i]);
+    if (c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
+
+    const int warp = c.warp, g = c.lane >> 2, t = c.lane & 3;
+    const int mt = 2 * T.m2 + c.cw;
+    if constexpr (kGemm1) {
+      // ---- SiTU-GLU (+ MXFP8) epilogue: d[4j + {0,1}] gate, d[4j + {2,3}] up ----
+      const float beta = p.beta[T.e], lbeta = p.linear_beta[T.e];
+      float v[N / 4];
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j) {
+        v[2 * j] = situ_glu(d[4 * j], d[4 * j + 2], beta, lbeta);
+        v[2 * j + 1] = situ_glu(d[4 * j + 1], d[4 * j + 3], beta, lbeta);
+      }
+      if (p.mxfp8_out) {
+        // The tile's 32 intermediates of a token are one MX block: max over g (lanes with equal
+        // t) by shuffles, then over this consumer's 4 warps through shared memory.
+        float* sAmax = c.sAmax;
+#pragma unroll
+        for (int i = 0; i < N / 4; ++i) {
+          float m = fabsf(v[i]);
+          m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 4));
+          m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 8));
+          m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 16));
+          if (g == 0) sAmax[warp * kWsMaxTileN + 8 * (i >> 1) + 2 * t + (i & 1)] = m;
+        }
+        ptx::named_barrier(1 + c.cw, kWarpgroup);
+#pragma unroll
+        for (int i = 0; i < N / 4; ++i) {
+          const int col = 8 * (i >> 1) + 2 * t + (i & 1);
+          const float amax =
+              fmaxf(fmaxf(sAmax[col], sAmax[kWsMaxTileN + col]),
+                    fmaxf(sAmax[2 * kWsMaxTileN + col], sAmax[3 * kWsMaxTileN + col]));
+          const int E = mx_scale_exponent(amax, kE4M3Max);
+          const uint8_t code = float_to_e4m3(ldexpf(v[i], -E));
+          v[i] = ldexpf(e4m3_to_float(code), E);  // exact in BF16 below
+        }
+        ptx::named_barrier(1 + c.cw, kWarpgroup);  // sAmax read before the next tile writes it
+      }
+      const int I = p.M / 2;
+      __nv_bfloat16* hcol = p.h + 32 * mt + 8 * warp + g;
+#pragma unroll
+      for (int i = 0; i < N / 4; ++i) {
+        const int col = 8 * (i >> 1) + 2 * t + (i & 1);
+        if (col < T.nrows) {
+          hcol[static_cast<int64_t>(T.p0 + col) * I] = __float2bfloat16_rn(v[i]);
+        }
+      }
+    } else {
+      // ---- GEMM2 epilogue: y = row_weight * acc ----
+      float* ycol = p.y + 64 * mt + 16 * warp + g;
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) {
+        const int col = 8 * (i >> 2) + 2 * t + (i & 1);
+        if (col < T.nrows) {
+          const int64_t row = T.p0 + col;
+          ycol[row * p.M + 8 * ((i >> 1) & 1)] = d[i] * p.row_weight[row];
+        }
+      }
+    }
+  }
+};
+
+// The state a consumer carries from tile to tile.
+struct WsConsumerCtx {
+  const KernelArgs& p;
+  int KT, cw, warp, lane;
+  uint32_t slots, full, empty, stage_bytes;
+  int stages, slot = 0, phase = 0;
+  float* sAmax;
+  static constexpr int kQStep = kWarpgroup * kFragBytes, kSStep = kRowPairs * kFragScaleBytes;
+  uint4 rq[2];
+  uint32_t rs[2];
+  int par = 0;  // weight buffer of the tile's step 0
+  const uint8_t *wq = nullptr, *ws = nullptr, *nq = nullptr, *ns = nullptr;
+  bool nact = false;
+  bool expand = true;
+  __device__ __forceinline__ WsConsumerCtx(const KernelArgs& args) : p(args) {}
+  __device__ __forceinline__ void advance() {
+    if (++slot == stages) {
+      slot = 0;
+      phase ^= 1;
+    }
+  }
+};
+
+template <bool kGemm1>
+__device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int stages,
+                                            const int* sUnits, int total, int m2_tiles, int KT,
+                                            uint32_t slots, uint32_t full, uint32_t empty,
+                                            float* sAmaxAll, int tune) {
+  WsConsumerCtx c(p);
+  c.expand = (tune & kWsTuneNoExpand) == 0;
+  c.cw = threadIdx.x / kWarpgroup - 1;  // 0 or 1
+  const int tid = threadIdx.x & (kWarpgroup - 1);
+  c.warp = tid >> 5;
+  c.lane = tid & 31;
+  c.KT = KT;
+  c.slots = slots;
+  c.full = full;
+  c.empty = empty;
+  c.stage_bytes = cap * 128;
+  c.stages = stages;
+  c.sAmax = sAmaxAll + c.cw * 4 * kWsMaxTileN;
+  const int m_tiles = p.M / kTileM, g = c.lane >> 2;
+  const int64_t mk = static_cast<int64_t>(p.M) * p.K;
+
+  // This consumer's weight fragments of tile T (false: its 64-row tile is past the matrix).
+  auto weights_of = [&](const WsTile& T, const uint8_t** wq, const uint8_t** ws) {
+    const int mt = 2 * T.m2 + c.cw;
+    if (mt >= m_tiles) return false;
+    *wq = p.w_packed + T.e * (mk / 2) +
+          (static_cast<int64_t>(mt) * KT * kWarpgroup + tid) * kFragBytes;
+    *ws = p.w_scales + T.e * (mk / 32) +
+          (static_cast<int64_t>(mt) * KT * kRowPairs + 8 * c.warp + g) * kFragScaleBytes;
+    return true;
+  };
+
+  // A CTA's tiles come in non-increasing wgmma width (the unit list is sorted by it), so one
+  // loop per width runs them in order: each loop inlines one width only (one loop with a switch
+  // over widths made ptxas serialize the wgmmas, C7512).
+  bool prefetched = false;  // steps 0 and 1 of this tile already loaded by the previous tile
+  int tile = blockIdx.x;
+  auto tiles_of_width = [&](auto n_tag) {
+    constexpr int N = decltype(n_tag)::value;
+    for (; tile < total; tile += gridDim.x) {
+      const WsTile T = ws_decode(p, sUnits, cap, m2_tiles, tile);
+      if (T.ncls < N) return;  // the next (narrower) loop continues with this tile
+      const bool active = weights_of(T, &c.wq, &c.ws);
+      const int next = tile + gridDim.x;
+      c.nact = next < total && KT >= 2 &&
+               weights_of(ws_decode(p, sUnits, cap, m2_tiles, next), &c.nq, &c.ns);
+      if (!active) {
+        // No weight rows here: keep the barrier counts (wait for each fill, free it at once).
+        for (int kb = 0; kb < KT; ++kb) {
+          ptx::mbar_wait(full + 8 * c.slot, c.phase);
+          if (c.lane == 0) ptx::mbar_arrive(empty + 8 * c.slot);
+          c.advance();
+        }
+        prefetched = false;
+        c.par = (c.par + KT) & 1;
+        continue;
+      }
+      if (!prefetched) {  // buffers by constant index: a run-time one spills to local memory
+        const uint8_t* q1 = c.wq + (KT > 1 ? c.kQStep : 0);
+        const uint8_t* s1 = c.ws + (KT > 1 ? c.kSStep : 0);
+        if (c.par) {
+          c.rq[1] = ptx::ld_stream_v4(c.wq);
+          c.rs[1] = ptx::ld_stream_u32(c.ws);
+          c.rq[0] = ptx::ld_stream_v4(q1);
+          c.rs[0] = ptx::ld_stream_u32(s1);
+        } else {
+          c.rq[0] = ptx::ld_stream_v4(c.wq);
+          c.rs[0] = ptx::ld_stream_u32(c.ws);
+          c.rq[1] = ptx::ld_stream_v4(q1);
+          c.rs[1] = ptx::ld_stream_u32(s1);
+        }
+      }
+      WsTileRunner<N, kGemm1>::run(c, T);
+      prefetched = c.nact;
+      c.par = (c.par + KT) & 1;
+    }
+  };
+  tiles_of_width(std::integral_constant<int, 192>());
+  tiles_of_width(std::integral_constant<int, 160>());
+  tiles_of_width(std::integral_constant<int, 128>());
+  tiles_of_width(std::integral_constant<int, 96>());
+  tiles_of_width(std::integral_constant<int, 64>());
+  tiles_of_width(std::integral_constant<int, 32>());
+}
+
+template <bool kGemm1>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    grouped_gemm_ws_kernel(const KernelArgs p, int cap, int stages, int max_units, int tune) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                             ~static_cast<uintptr_t>(1023));
+  const uint32_t slots = ptx::smem_addr(smem);
+  const uint32_t full = slots + stages * cap * 128, empty = full + 8 * stages;
+  float* sAmax = reinterpret_cast<float*>(smem + static_cast<size_t>(stages) * (cap * 128 + 16));
+  int* sScan = reinterpret_cast<int*>(reinterpret_cast<uint8_t*>(sAmax) + kWsAmaxBytes);
+  int* sUnits = sScan + kWsScanInts;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      ptx::mbar_init(full + 8 * s, kWarpgroup);  // every producer thread, once per fill
+      ptx::mbar_init(empty + 8 * s, 8);          // every consumer warp, once per use
+    }
+    ptx::mbar_init_fence();
+  }
+  pdl::wait();  // expert_offsets, act_row and the activations come from earlier kernels
+  const int total_units = ws_build_units(p, cap, max_units, sScan, sUnits);  // syncs the CTA
+  const int m2_tiles = (p.M / kTileM + 1) / 2;
+  const int total = total_units * m2_tiles;
+  const int KT = p.K / kStepK;
+  if (threadIdx.x < kWarpgroup) {
+    ptx::setmaxnreg_dec<kWsProducerRegs>();
+    const bool load = (tune & kWsTuneNoLoad) == 0;
+    switch (tune & 15) {
+      case 4:
+        ws_producer<4>(p, cap, stages, load, sUnits, total, m2_tiles, KT, slots, full, empty);
+        break;
+      case 6:
+        ws_producer<6>(p, cap, stages, load, sUnits, total, m2_tiles, KT, slots, full, empty);
+        break;
+      default:
+        ws_producer<2>(p, cap, stages, load, sUnits, total, m2_tiles, KT, slots, full, empty);
+        break;
+    }
+  } else {
+    ptx::setmaxnreg_inc<kWsConsumerRegs>();
+    ws_consumer<kGemm1>(p, cap, stages, sUnits, total, m2_tiles, KT, slots, full, empty, sAmax,
+                        tune);
+  }
+}
+
+}  // namespace mxmoe::sm90
