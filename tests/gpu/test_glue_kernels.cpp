@@ -1,9 +1,11 @@
 // tests/gpu/test_glue_kernels.cpp: each smxx glue kernel against the CPU reference on the same
 // inputs: quantize vs mx_quant.h (bit for bit), route vs route_kimi, group vs a plain stable sort,
-// combine vs a plain slot-ordered fp32 sum.
+// combine vs a plain slot-ordered fp32 sum; the fused decode prologue vs those kernels (every
+// output bit for bit); the router's NaN and -inf rules.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -164,6 +166,50 @@ TEST(GpuRoute, UnderflowedSigmoidsGiveZeroWeightsNotNaN) {
   MXMOE_REQUIRE_SM90();
   run_route_case(5, 896, 16, true, 1.0f, false, 9, -120.0f);
 }
+TEST(GpuRoute, SharedMemoryKeysBeyond1024Experts) {
+  MXMOE_REQUIRE_SM90();
+  run_route_case(7, 2048, 16, true, 1.0f, false, 12);
+  run_route_case(3, 1500, 40, true, 1.0f, true, 13);  // ties, k > 32
+}
+// The register-key router (route_warp.cuh, E <= kRouteRegMax) against the shared-memory one,
+// bit for bit (ids and weights, NaN tokens included), over the cases above; the shared-memory
+// one is checked against route_kimi by the tests above.
+TEST(GpuRoute, RegisterKeysMatchSharedMemoryKeysBitForBit) {
+  MXMOE_REQUIRE_SM90();
+  struct C { int T, E, k; bool ties, nan, minus_inf; float shift; };
+  const C cases[] = {{131, 896, 16, false, false, false, 0.0f}, {9, 896, 16, true, false, false, 0.0f},
+                     {5, 896, 16, false, false, false, -120.0f}, {8, 896, 16, false, true, false, 0.0f},
+                     {6, 40, 16, false, false, true, 0.0f}, {33, 40, 40, false, false, false, 0.0f},
+                     {17, 1024, 64, false, true, false, 0.0f}, {3, 33, 33, true, false, false, 0.0f},
+                     {4, 1, 1, false, false, false, 0.0f}};
+  for (const C& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " E=" << c.E << " k=" << c.k);
+    Rng r(c.T * 7 + c.E);
+    std::vector<float> logits(static_cast<size_t>(c.T) * c.E), bias(c.E);
+    for (auto& b : bias) b = c.ties ? 0.0f : 0.1f * r.normal();
+    if (c.minus_inf)
+      for (int e = 0; e < c.E; ++e) if (e % 7 != 3) bias[e] = -INFINITY;
+    for (size_t i = 0; i < logits.size(); ++i)
+      logits[i] = c.shift + (c.ties ? 0.25f * ((i / c.E) % 3) : 2.0f * r.normal());
+    if (c.nan) {
+      logits[static_cast<size_t>(1) * c.E + c.E / 2] = NAN;
+      for (int e = 0; e < c.E; ++e) logits[static_cast<size_t>(3) * c.E + e] = NAN;
+    }
+    DevBuf<float> dl, db, w0(static_cast<size_t>(c.T) * c.k), w1(static_cast<size_t>(c.T) * c.k);
+    DevBuf<int32_t> i0(static_cast<size_t>(c.T) * c.k), i1(static_cast<size_t>(c.T) * c.k);
+    dl.upload(logits);
+    db.upload(bias);
+    CUDA_OK(smxx::launch_route_kimi(dl.get(), c.E, db.get(), c.T, c.E, c.k, true, 1.0f, i0.get(),
+                                    w0.get(), nullptr, 0));
+    CUDA_OK(smxx::launch_route_kimi(dl.get(), c.E, db.get(), c.T, c.E, c.k, true, 1.0f, i1.get(),
+                                    w1.get(), nullptr, smxx::kRouteRegMax));
+    CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_EQ(i1.download(), i0.download());
+    const auto a = w1.download(), b = w0.download();
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "weights differ";
+  }
+}
+
 TEST(GpuRoute, SmallExpertCountAndWideTopK) {
   MXMOE_REQUIRE_SM90();
   run_route_case(33, 40, 40, true, 1.0f, false, 8);
@@ -293,6 +339,469 @@ TEST(GpuCombine, SlotOrderedSumSkipsMissingPairs) {
   uint32_t gap;
   std::memcpy(&gap, &got[H], 4);
   EXPECT_EQ(gap, 0xFFFFFFFFu);
+}
+
+
+// A NaN or Inf anywhere in an MX block makes the block's scale byte 255: the GPU quantizer
+// writes the canonical BF16 NaN (0x7FFF) for its 32 elements; other blocks are untouched.
+TEST(GpuQuantize, NanOrInfBlockGivesCanonicalNanBlock) {
+  MXMOE_REQUIRE_SM90();
+  const int T = 3, H = 256;
+  std::vector<float> x = varied_rows(T, H, 5);
+  x[0 * H + 32 + 7] = NAN;        // row 0, block 1
+  x[1 * H + 96 + 0] = INFINITY;   // row 1, block 3
+  x[2 * H + 224 + 31] = -INFINITY;  // row 2, block 7
+  DevBuf<float> dx;
+  DevBuf<uint16_t> dq(static_cast<size_t>(T) * H);
+  dx.upload(x);
+  CUDA_OK(smxx::launch_quantize_input(dx.get(), true, H, T, H, true,
+                                      reinterpret_cast<__nv_bfloat16*>(dq.get()), nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto got = dq.download();
+  std::vector<float> clean = x, ref(H);
+  int bad = 0;
+  for (int t = 0; t < T; ++t)
+    for (int b = 0; b < H / 32; ++b) {
+      const bool poisoned = (t == 0 && b == 1) || (t == 1 && b == 3) || (t == 2 && b == 7);
+      float* blk = clean.data() + static_cast<size_t>(t) * H + b * 32;
+      if (poisoned) for (int i = 0; i < 32; ++i) blk[i] = 0.0f;
+      fake_quantize_mxfp8_row(blk, 32, ref.data());
+      for (int i = 0; i < 32; ++i) {
+        const uint16_t want = poisoned ? 0x7FFF : float_to_bf16(ref[i]);
+        const uint16_t g = got[static_cast<size_t>(t) * H + b * 32 + i];
+        if (g != want && ++bad <= 5)
+          ADD_FAILURE() << "row " << t << " block " << b << " elem " << i << ": 0x" << std::hex
+                        << g << " want 0x" << want;
+      }
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+// A -inf correction bias masks an expert: it ranks below every finite key but is still picked
+// (lower id first) when fewer than k experts remain, exactly as route_kimi does.
+TEST(GpuRoute, MinusInfBiasMasksExpertsLikeRouteKimi) {
+  MXMOE_REQUIRE_SM90();
+  const int T = 6, E = 40, k = 16;
+  Rng r(17);
+  std::vector<float> logits(static_cast<size_t>(T) * E), bias(E, -INFINITY);
+  for (auto& v : logits) v = 2.0f * r.normal();
+  for (int e : {3, 9, 22, 30, 39}) bias[e] = 0.1f * r.normal();  // only 5 unmasked < k
+  RoutingConfig rc;
+  rc.num_experts = E;
+  rc.top_k = k;
+  std::vector<int32_t> want_ids(static_cast<size_t>(T) * k);
+  std::vector<float> want_w(static_cast<size_t>(T) * k);
+  route_kimi(logits.data(), bias.data(), T, rc, want_ids.data(), want_w.data());
+  DevBuf<float> dl, db, dw(static_cast<size_t>(T) * k);
+  DevBuf<int32_t> di(static_cast<size_t>(T) * k);
+  dl.upload(logits);
+  db.upload(bias);
+  CUDA_OK(smxx::launch_route_kimi(dl.get(), E, db.get(), T, E, k, true, 1.0f, di.get(), dw.get(),
+                                  nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(di.download(), want_ids);
+  const auto w = dw.download();
+  for (size_t i = 0; i < w.size(); ++i)
+    EXPECT_NEAR(w[i], want_w[i], 1e-6 * std::fabs(want_w[i]) + 1e-30) << "slot " << i;
+}
+
+// NaN logits (the CPU reference throws): that token's k weights are NaN, its ids k distinct valid
+// experts (the NaN expert last), and every other token is routed exactly as route_kimi does.
+TEST(GpuRoute, NanLogitGivesNanWeightsForThatTokenOnly) {
+  MXMOE_REQUIRE_SM90();
+  for (int E : {896, 1500}) {  // register keys, shared-memory keys
+  SCOPED_TRACE(E);
+  const int T = 8, k = 16;
+  Rng r(23);
+  std::vector<float> logits(static_cast<size_t>(T) * E), bias(E);
+  for (auto& v : logits) v = 2.0f * r.normal();
+  for (auto& b : bias) b = 0.1f * r.normal();
+  std::vector<float> clean = logits;
+  logits[static_cast<size_t>(2) * E + 100] = NAN;  // token 2: one NaN logit
+  for (int e = 0; e < E; ++e) logits[static_cast<size_t>(5) * E + e] = NAN;  // token 5: all NaN
+  RoutingConfig rc;
+  rc.num_experts = E;
+  rc.top_k = k;
+  std::vector<int32_t> want_ids(static_cast<size_t>(T) * k);
+  std::vector<float> want_w(static_cast<size_t>(T) * k);
+  route_kimi(clean.data(), bias.data(), T, rc, want_ids.data(), want_w.data());
+  DevBuf<float> dl, db, dw(static_cast<size_t>(T) * k);
+  DevBuf<int32_t> di(static_cast<size_t>(T) * k);
+  dl.upload(logits);
+  db.upload(bias);
+  CUDA_OK(smxx::launch_route_kimi(dl.get(), E, db.get(), T, E, k, true, 1.0f, di.get(), dw.get(),
+                                  nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto ids = di.download();
+  const auto w = dw.download();
+  for (int t = 0; t < T; ++t) {
+    std::vector<int32_t> tid(ids.begin() + t * k, ids.begin() + (t + 1) * k);
+    if (t == 2 || t == 5) {
+      for (int j = 0; j < k; ++j) {
+        EXPECT_TRUE(std::isnan(w[t * k + j])) << "token " << t << " slot " << j;
+        EXPECT_GE(tid[j], 0);
+        EXPECT_LT(tid[j], E);
+        if (t == 2) {
+          EXPECT_NE(tid[j], 100) << "the NaN expert ranks last";
+        }
+        if (t == 5) {
+          EXPECT_EQ(tid[j], j) << "all NaN: lowest ids in order";
+        }
+      }
+      std::sort(tid.begin(), tid.end());
+      EXPECT_TRUE(std::adjacent_find(tid.begin(), tid.end()) == tid.end()) << "distinct ids";
+    } else {
+      for (int j = 0; j < k; ++j) {
+        EXPECT_EQ(ids[t * k + j], want_ids[t * k + j]) << "token " << t;
+        EXPECT_NEAR(w[t * k + j], want_w[t * k + j], 1e-6 * std::fabs(want_w[t * k + j]));
+      }
+    }
+  }
+  }
+}
+
+// ---- the fused decode prologue against the separate kernels, every output bit for bit ----
+struct PrologueCase {
+  const char* name;
+  int T, k, E_total, start, count;
+  bool gpu_routing, f32_input, mxfp8, per_expert_beta;
+  int64_t x_pad;  // hidden_stride - H
+};
+
+template <typename T>
+void expect_same_bits(const std::vector<T>& a, const std::vector<T>& b, const char* what,
+                      const char* name) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  size_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0 && ++bad <= 3)
+      ADD_FAILURE() << name << " " << what << "[" << i << "] differs";
+  EXPECT_EQ(bad, 0u) << name << " " << what;
+}
+
+void run_prologue_case(const PrologueCase& c) {
+  const int H = 3584, T = c.T, k = c.k, P = T * k, El = c.count;
+  const int64_t stride = H + c.x_pad;
+  Rng r(c.T * 131 + c.k);
+  std::vector<float> x = varied_rows(T, H, c.T + 7);
+  std::vector<float> xf(static_cast<size_t>(T) * stride, NAN);
+  std::vector<uint16_t> xb(static_cast<size_t>(T) * stride, 0x7FC0);
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) {
+      xf[t * stride + h] = x[static_cast<size_t>(t) * H + h];
+      xb[t * stride + h] = float_to_bf16(x[static_cast<size_t>(t) * H + h]);
+    }
+  std::vector<float> logits(static_cast<size_t>(T) * c.E_total), bias(c.E_total);
+  for (auto& v : logits) v = 2.0f * r.normal();
+  for (auto& b : bias) b = 0.1f * r.normal();
+  std::vector<int32_t> ids(P);
+  std::vector<float> w(P);
+  for (int i = 0; i < P; ++i) {
+    const int u = r.below(10);
+    ids[i] = u == 0 ? -1 : u < 6 ? c.start + r.below(El) : r.below(c.E_total);
+    w[i] = static_cast<float>(r.uniform());
+  }
+  std::vector<float> pb(c.E_total), plb(c.E_total);
+  for (int e = 0; e < c.E_total; ++e) {
+    pb[e] = 1.0f + 0.01f * e;
+    plb[e] = 20.0f + 0.02f * e;
+  }
+  DevBuf<float> dxf, dlog, dbias, dw, dpb, dplb;
+  DevBuf<uint16_t> dxb;
+  DevBuf<int32_t> dids;
+  if (c.f32_input) dxf.upload(xf); else dxb.upload(xb);
+  dlog.upload(logits);
+  dbias.upload(bias);
+  dids.upload(ids);
+  dw.upload(w);
+  dpb.upload(pb);
+  dplb.upload(plb);
+  const void* src = c.f32_input ? static_cast<const void*>(dxf.get()) : dxb.get();
+
+  struct Out {
+    DevBuf<uint16_t> xq;
+    DevBuf<int32_t> rid, off, xrow, pos, scratch;
+    DevBuf<float> rw, roww, beta, lbeta;
+  } sep, fused;
+  for (Out* o : {&sep, &fused}) {
+    o->xq.alloc(static_cast<size_t>(T) * H);
+    o->rid.alloc(P);
+    o->rw.alloc(P);
+    o->off.alloc(El + 1);
+    o->xrow.alloc(P);
+    o->pos.alloc(P);
+    o->roww.alloc(P);
+    o->beta.alloc(El);
+    o->lbeta.alloc(El);
+    o->scratch.alloc(smxx::group_scratch_ints(P, El));
+    // Same poison in both, so untouched tails compare equal too.
+    CUDA_OK(cudaMemset(o->xq.get(), 0xAB, o->xq.size() * 2));
+    CUDA_OK(cudaMemset(o->rid.get(), 0xAB, P * 4));
+    CUDA_OK(cudaMemset(o->rw.get(), 0xAB, P * 4));
+    CUDA_OK(cudaMemset(o->off.get(), 0xAB, (El + 1) * 4));
+    CUDA_OK(cudaMemset(o->xrow.get(), 0xAB, P * 4));
+    CUDA_OK(cudaMemset(o->pos.get(), 0xAB, P * 4));
+    CUDA_OK(cudaMemset(o->roww.get(), 0xAB, P * 4));
+    CUDA_OK(cudaMemset(o->beta.get(), 0xAB, El * 4));
+    CUDA_OK(cudaMemset(o->lbeta.get(), 0xAB, El * 4));
+  }
+  const float* pbp = c.per_expert_beta ? dpb.get() : nullptr;
+  const float* plbp = c.per_expert_beta ? dplb.get() : nullptr;
+  // Separate kernels.
+  CUDA_OK(smxx::launch_quantize_input(src, c.f32_input, stride, T, H, c.mxfp8,
+                                      reinterpret_cast<__nv_bfloat16*>(sep.xq.get()), nullptr));
+  if (c.gpu_routing)
+    CUDA_OK(smxx::launch_route_kimi(dlog.get(), c.E_total, dbias.get(), T, c.E_total, k, true,
+                                    1.0f, sep.rid.get(), sep.rw.get(), nullptr));
+  smxx::GroupArgs g;
+  g.ids = c.gpu_routing ? sep.rid.get() : dids.get();
+  g.weights = c.gpu_routing ? sep.rw.get() : dw.get();
+  g.T = T;
+  g.k = k;
+  g.expert_start = c.start;
+  g.expert_count = El;
+  g.scratch = sep.scratch.get();
+  g.expert_offsets = sep.off.get();
+  g.x_row = sep.xrow.get();
+  g.row_weight = sep.roww.get();
+  g.pair_pos = sep.pos.get();
+  const char* failed = nullptr;
+  CUDA_OK(smxx::launch_group(g, nullptr, &failed));
+  CUDA_OK(smxx::launch_fill_params(pbp, 4.0f, plbp, 25.0f, c.start, El, sep.beta.get(),
+                                   sep.lbeta.get(), nullptr));
+  // Fused.
+  const smxx::PrologueShape shape = smxx::prologue_plan(T, k, c.E_total, El, c.gpu_routing);
+  ASSERT_TRUE(shape.ok) << c.name;
+  smxx::PrologueArgs a;
+  a.x = src;
+  a.x_is_f32 = c.f32_input;
+  a.x_stride = stride;
+  a.H = H;
+  a.mxfp8 = c.mxfp8;
+  a.xq = fused.xq.get();
+  if (shape.route_first)
+    CUDA_OK(smxx::launch_route_kimi(dlog.get(), c.E_total, dbias.get(), T, c.E_total, k, true,
+                                    1.0f, fused.rid.get(), fused.rw.get(), nullptr));
+  if (shape.route_first) {
+    a.ids = fused.rid.get();
+    a.weights = fused.rw.get();
+  } else if (c.gpu_routing) {
+    a.logits = dlog.get();
+    a.logits_stride = c.E_total;
+    a.bias = dbias.get();
+    a.num_experts_total = c.E_total;
+    a.renormalize = true;
+    a.scaling = 1.0f;
+    a.route_ids = fused.rid.get();
+    a.route_weights = fused.rw.get();
+  } else {
+    a.ids = dids.get();
+    a.weights = dw.get();
+  }
+  a.T = T;
+  a.k = k;
+  a.expert_start = c.start;
+  a.expert_count = El;
+  a.expert_offsets = fused.off.get();
+  a.x_row = fused.xrow.get();
+  a.row_weight = fused.roww.get();
+  a.pair_pos = fused.pos.get();
+  a.per_expert_beta = pbp;
+  a.beta = 4.0f;
+  a.per_expert_linear_beta = plbp;
+  a.linear_beta = 25.0f;
+  a.beta_out = fused.beta.get();
+  a.linear_beta_out = fused.lbeta.get();
+  CUDA_OK(smxx::launch_prologue(a, shape, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  expect_same_bits(fused.xq.download(), sep.xq.download(), "xq", c.name);
+  expect_same_bits(fused.rid.download(), sep.rid.download(), "routed ids", c.name);
+  expect_same_bits(fused.rw.download(), sep.rw.download(), "routed weights", c.name);
+  const auto off = sep.off.download();
+  expect_same_bits(fused.off.download(), off, "expert_offsets", c.name);
+  expect_same_bits(fused.xrow.download(), sep.xrow.download(), "x_row", c.name);
+  expect_same_bits(fused.roww.download(), sep.roww.download(), "row_weight", c.name);
+  expect_same_bits(fused.pos.download(), sep.pos.download(), "pair_pos", c.name);
+  expect_same_bits(fused.beta.download(), sep.beta.download(), "beta", c.name);
+  expect_same_bits(fused.lbeta.download(), sep.lbeta.download(), "linear_beta", c.name);
+  std::printf("[prologue] %s: T=%d k=%d E=%d local [%d, %d) %s routing: %d owned pairs, "
+              "chunks %d, route warps %d%s, %d quantize CTAs, %zu B smem: identical\n", c.name,
+              T, k, c.E_total, c.start, c.start + El, c.gpu_routing ? "GPU" : "caller", off[El],
+              shape.chunks, shape.route_warps, shape.route_first ? " (routed first)" : "",
+              shape.quant_ctas, shape.smem_bytes);
+}
+
+TEST(GpuPrologue, MatchesSeparateKernelsBitForBit) {
+  MXMOE_REQUIRE_SM90();
+  const PrologueCase cases[] = {
+      {"ep16-t1-gpu-route-w4a8", 1, 16, 896, 112, 56, true, false, true, false, 0},
+      {"ep16-t8-caller-w4a16", 8, 1, 896, 0, 56, false, false, false, false, 64},
+      {"full-t64-gpu-route-f32", 64, 16, 896, 0, 896, true, true, true, true, 96},
+      {"tp8ep4-t256-caller-4096pairs", 256, 16, 896, 224, 224, false, false, true, false, 0},
+      {"ep16-t4096-k1-caller", 4096, 1, 896, 56, 56, false, true, false, true, 8},
+      {"wide-k40-gpu-route", 37, 40, 40, 0, 40, true, false, true, false, 0},
+      {"t3-unaligned-stride", 3, 16, 896, 112, 56, true, false, true, false, 3},
+      {"ep16-t16-gpu-route-16-warps", 16, 16, 896, 448, 56, true, true, true, false, 0},
+      {"e2048-t2-smem-route", 2, 16, 2048, 64, 64, true, false, true, false, 0},
+  };
+  for (const auto& c : cases) run_prologue_case(c);
+}
+
+TEST(GpuPrologue, PlanFallsBackOutsideItsBounds) {
+  // Host-only: sizes alone decide (graph-capturable).
+  EXPECT_TRUE(smxx::prologue_plan(256, 16, 896, 224, true).ok);
+  EXPECT_FALSE(smxx::prologue_plan(257, 16, 896, 224, true).ok);  // 4112 pairs
+  EXPECT_FALSE(smxx::prologue_plan(1, 16, 896, 7000, false).ok);  // counters exceed 48 KB
+  EXPECT_TRUE(smxx::prologue_plan(1, 16, 6144, 56, true).ok);     // 2 routing warps fit
+  EXPECT_EQ(smxx::prologue_plan(1, 16, 6144, 56, true).route_warps, 1);
+  EXPECT_EQ(smxx::prologue_plan(8, 16, 896, 56, true).route_warps, 8);  // one token per warp
+  EXPECT_FALSE(smxx::prologue_plan(8, 16, 896, 56, true).route_first);
+  // Routing warps: 16 with register keys, else as many as 48 KB of keys allow (13 for 896).
+  const int w896 = smxx::kRouteRegExperts >= 896 ? 16 : 13;
+  EXPECT_EQ(smxx::prologue_plan(w896, 16, 896, 56, true).route_warps, w896);
+  EXPECT_TRUE(smxx::prologue_plan(w896 + 1, 16, 896, 56, true).route_first);
+  EXPECT_TRUE(smxx::prologue_plan(64, 16, 896, 56, true).route_first);
+  EXPECT_EQ(smxx::prologue_plan(2, 16, 2048, 56, true).route_warps, 2);  // shared-memory keys: 6 warps
+  EXPECT_TRUE(smxx::prologue_plan(7, 16, 2048, 56, true).route_first);
+  EXPECT_EQ(smxx::prologue_plan(64, 16, 896, 56, true).route_warps, 0);
+}
+
+// ---- timing of the glue chain alone (no GEMMs), fused prologue vs separate kernels ----
+// DISABLED_ by default; run with --gtest_also_run_disabled_tests --gtest_filter='*GlueBench*'.
+// The chain of run_moe without the two GEMMs, captured in a CUDA graph (PDL edges included),
+// each replay after a 256 MB L2 flush, median of 30 replays. Shapes as `mxmoe bench`: k = 16
+// of 896 experts, local EP16 = 56 (I 3072) or TP8xEP4 = 224; BF16 input, w4a8 quantization.
+float time_graph_us(const std::function<void(cudaStream_t)>& enqueue, cudaStream_t s,
+                    void* flush, size_t flush_bytes) {
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) != cudaSuccess) return -1;
+  enqueue(s);
+  if (cudaStreamEndCapture(s, &g) != cudaSuccess) return -1;
+  if (cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) return -1;
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<float> t;
+  for (int rep = 0; rep < 35; ++rep) {
+    cudaMemsetAsync(flush, rep & 0xFF, flush_bytes, s);
+    cudaEventRecord(a, s);
+    cudaGraphLaunch(ge, s);
+    cudaEventRecord(b, s);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    if (rep >= 5) t.push_back(ms * 1000.0f);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
+  MXMOE_REQUIRE_SM90();
+  const int H = 3584, k = 16, Et = 896;
+  const size_t flush_bytes = 256u << 20;
+  DevBuf<uint8_t> flush(flush_bytes);
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (int El : {56, 224})
+    for (int T : {1, 8, 64})
+      for (bool gpu_route : {false, true}) {
+        const int P = T * k;
+        Rng r(T + El);
+        std::vector<uint16_t> xb(static_cast<size_t>(T) * H);
+        for (auto& v : xb) v = float_to_bf16(r.normal());
+        std::vector<float> logits(static_cast<size_t>(T) * Et), w(P);
+        for (auto& v : logits) v = 2.0f * r.normal();
+        std::vector<int32_t> ids(P);
+        for (int i = 0; i < P; ++i) {
+          ids[i] = r.below(Et);
+          w[i] = static_cast<float>(r.uniform());
+        }
+        DevBuf<uint16_t> dx, xq(static_cast<size_t>(T) * H);
+        DevBuf<float> dlog, dw, rw(P), roww(P), beta(El), lbeta(El), y(static_cast<size_t>(P) * H),
+            out(static_cast<size_t>(T) * H);
+        DevBuf<int32_t> dids, rid(P), off(El + 1), xrow(P), pos(P),
+            scratch(smxx::group_scratch_ints(P, El));
+        dx.upload(xb);
+        dlog.upload(logits);
+        dids.upload(ids);
+        dw.upload(w);
+        CUDA_OK(cudaMemset(y.get(), 0, y.size() * 4));
+        const int32_t* use_ids = gpu_route ? rid.get() : dids.get();
+        const float* use_w = gpu_route ? rw.get() : dw.get();
+        auto separate = [&](cudaStream_t st) {
+          smxx::launch_quantize_input(dx.get(), false, H, T, H, true,
+                                      reinterpret_cast<__nv_bfloat16*>(xq.get()), st);
+          if (gpu_route)
+            smxx::launch_route_kimi(dlog.get(), Et, nullptr, T, Et, k, true, 1.0f, rid.get(),
+                                    rw.get(), st);
+          smxx::GroupArgs g;
+          g.ids = use_ids;
+          g.weights = use_w;
+          g.T = T;
+          g.k = k;
+          g.expert_start = 0;
+          g.expert_count = El;
+          g.scratch = scratch.get();
+          g.expert_offsets = off.get();
+          g.x_row = xrow.get();
+          g.row_weight = roww.get();
+          g.pair_pos = pos.get();
+          const char* failed = nullptr;
+          smxx::launch_group(g, st, &failed);
+          smxx::launch_fill_params(nullptr, 4.0f, nullptr, 25.0f, 0, El, beta.get(), lbeta.get(),
+                                   st);
+          smxx::launch_combine(y.get(), H, pos.get(), T, k, out.get(), H, st);
+        };
+        const smxx::PrologueShape shape = smxx::prologue_plan(T, k, Et, El, gpu_route);
+        ASSERT_TRUE(shape.ok);
+        auto fused = [&](cudaStream_t st) {
+          smxx::PrologueArgs a;
+          a.x = dx.get();
+          a.x_stride = H;
+          a.H = H;
+          a.mxfp8 = true;
+          a.xq = xq.get();
+          if (shape.route_first)
+            smxx::launch_route_kimi(dlog.get(), Et, nullptr, T, Et, k, true, 1.0f, rid.get(),
+                                    rw.get(), st);
+          if (gpu_route && !shape.route_first) {
+            a.logits = dlog.get();
+            a.logits_stride = Et;
+            a.num_experts_total = Et;
+            a.route_ids = rid.get();
+            a.route_weights = rw.get();
+          } else {
+            a.ids = use_ids;
+            a.weights = use_w;
+          }
+          a.T = T;
+          a.k = k;
+          a.expert_count = El;
+          a.expert_offsets = off.get();
+          a.x_row = xrow.get();
+          a.row_weight = roww.get();
+          a.pair_pos = pos.get();
+          a.beta = 4.0f;
+          a.linear_beta = 25.0f;
+          a.beta_out = beta.get();
+          a.linear_beta_out = lbeta.get();
+          smxx::launch_prologue(a, shape, st);
+          smxx::launch_combine(y.get(), H, pos.get(), T, k, out.get(), H, st);
+        };
+        const float ts = time_graph_us(separate, s, flush.get(), flush_bytes);
+        const float tf = time_graph_us(fused, s, flush.get(), flush_bytes);
+        CUDA_OK(cudaStreamSynchronize(s));
+        CUDA_OK(cudaGetLastError());
+        std::printf("GLUEBENCH local=%3d T=%3d router=%-4s | separate %6.2f us | fused %6.2f us | "
+                    "saved %6.2f us\n", El, T, gpu_route ? "gpu" : "ids", ts, tf, ts - tf);
+      }
+  cudaStreamDestroy(s);
 }
 
 }  // namespace

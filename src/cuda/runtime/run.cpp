@@ -4,11 +4,18 @@
 //   quantize (x -> BF16 / MXFP8-as-BF16) -> [route_kimi] -> group (EP filter, stable sort by
 //   expert) -> fill_params (local beta arrays) -> sm90 GEMM1 (+ SiTU, + requant) -> sm90 GEMM2
 //   (x routing weight) -> combine (slot-ordered fp32 sum per token).
+// At decode sizes (smxx::prologue_plan: T * k <= 4096 and the shared-memory bounds, decided
+// from host sizes) everything before GEMM1 is ONE launch, smxx/prologue.cu, with bit-identical
+// outputs; otherwise the separate kernels run. Every glue kernel is launched with PDL
+// (smxx/pdl.cuh) and waits for its predecessor before reading. MXMOE_GLUE=separate in the
+// environment forces the separate kernels (A/B measurements; read once per process).
 // Every size comes from num_tokens * top_k (host values), never from device data, so the
 // sequence is graph-capturable; the grouped GEMMs read the real per-expert counts on the device.
 // All checks run before the first launch: a failed Status means nothing was enqueued.
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "mxmoe/moe.h"
@@ -75,6 +82,14 @@ Status launch_failed(const char* kernel, cudaError_t e) {
 
 bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
+bool fused_prologue_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("MXMOE_GLUE");
+    return !(v && std::strcmp(v, "separate") == 0);
+  }();
+  return allowed;
+}
+
 }  // namespace
 
 size_t workspace_bytes(const PreparedWeights* w, int max_tokens, int top_k) {
@@ -133,43 +148,88 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
   const Carve c = carve(w, p.max_tokens, k, static_cast<char*>(p.workspace));
   const bool w4a8 = p.backend == Backend::kW4A8;
 
-  cudaError_t e = smxx::launch_quantize_input(p.hidden, p.hidden_dtype == InputDType::kF32,
-                                              x_stride, T, H, w4a8, c.xq, stream);
-  if (e != cudaSuccess) return launch_failed("quantize_input", e);
-
   const int32_t* ids = p.topk_ids;
   const float* weights = p.topk_weights;
+  int32_t* rid = p.routed_ids_out ? p.routed_ids_out : c.ids;
+  float* rw = p.routed_weights_out ? p.routed_weights_out : c.weights;
   if (!caller_routing) {
-    int32_t* rid = p.routed_ids_out ? p.routed_ids_out : c.ids;
-    float* rw = p.routed_weights_out ? p.routed_weights_out : c.weights;
-    e = smxx::launch_route_kimi(p.router_logits, l_stride, p.correction_bias, T, Et, k,
-                                p.renormalize, p.routed_scaling_factor, rid, rw, stream);
-    if (e != cudaSuccess) return launch_failed("route_kimi", e);
     ids = rid;
     weights = rw;
   }
-
-  smxx::GroupArgs g;
-  g.ids = ids;
-  g.weights = weights;
-  g.T = T;
-  g.k = k;
-  g.expert_start = w->expert_start;
-  g.expert_count = E;
-  g.scratch = c.scratch;
-  g.expert_offsets = c.offsets;
-  g.x_row = c.x_row;
-  g.row_weight = c.row_weight;
-  g.pair_pos = c.pair_pos;
-  const char* failed = nullptr;
-  e = smxx::launch_group(g, stream, &failed);
-  if (e != cudaSuccess) return launch_failed(failed ? failed : "group", e);
-
-  e = smxx::launch_fill_params(p.per_expert_beta, p.beta, w->expert_start, E, c.beta, stream);
-  if (e == cudaSuccess)
-    e = smxx::launch_fill_params(p.per_expert_linear_beta, p.linear_beta, w->expert_start, E,
-                                 c.linear_beta, stream);
-  if (e != cudaSuccess) return launch_failed("fill_params", e);
+  const smxx::PrologueShape shape =
+      fused_prologue_allowed() ? smxx::prologue_plan(T, k, Et, E, !caller_routing)
+                               : smxx::PrologueShape{};
+  cudaError_t e = cudaSuccess;
+  if (shape.ok) {
+    if (shape.route_first) {
+      e = smxx::launch_route_kimi(p.router_logits, l_stride, p.correction_bias, T, Et, k,
+                                  p.renormalize, p.routed_scaling_factor, rid, rw, stream);
+      if (e != cudaSuccess) return launch_failed("route_kimi", e);
+    }
+    smxx::PrologueArgs a;
+    a.x = p.hidden;
+    a.x_is_f32 = p.hidden_dtype == InputDType::kF32;
+    a.x_stride = x_stride;
+    a.H = H;
+    a.mxfp8 = w4a8;
+    a.xq = reinterpret_cast<uint16_t*>(c.xq);
+    if (shape.route_warps > 0) {
+      a.logits = p.router_logits;
+      a.logits_stride = l_stride;
+      a.bias = p.correction_bias;
+      a.num_experts_total = Et;
+      a.renormalize = p.renormalize;
+      a.scaling = p.routed_scaling_factor;
+      a.route_ids = rid;
+      a.route_weights = rw;
+    } else {
+      a.ids = ids;  // the caller's, or route_kimi's above
+      a.weights = weights;
+    }
+    a.T = T;
+    a.k = k;
+    a.expert_start = w->expert_start;
+    a.expert_count = E;
+    a.expert_offsets = c.offsets;
+    a.x_row = c.x_row;
+    a.row_weight = c.row_weight;
+    a.pair_pos = c.pair_pos;
+    a.per_expert_beta = p.per_expert_beta;
+    a.beta = p.beta;
+    a.per_expert_linear_beta = p.per_expert_linear_beta;
+    a.linear_beta = p.linear_beta;
+    a.beta_out = c.beta;
+    a.linear_beta_out = c.linear_beta;
+    e = smxx::launch_prologue(a, shape, stream);
+    if (e != cudaSuccess) return launch_failed("prologue", e);
+  } else {
+    e = smxx::launch_quantize_input(p.hidden, p.hidden_dtype == InputDType::kF32, x_stride, T, H,
+                                    w4a8, c.xq, stream);
+    if (e != cudaSuccess) return launch_failed("quantize_input", e);
+    if (!caller_routing) {
+      e = smxx::launch_route_kimi(p.router_logits, l_stride, p.correction_bias, T, Et, k,
+                                  p.renormalize, p.routed_scaling_factor, rid, rw, stream);
+      if (e != cudaSuccess) return launch_failed("route_kimi", e);
+    }
+    smxx::GroupArgs g;
+    g.ids = ids;
+    g.weights = weights;
+    g.T = T;
+    g.k = k;
+    g.expert_start = w->expert_start;
+    g.expert_count = E;
+    g.scratch = c.scratch;
+    g.expert_offsets = c.offsets;
+    g.x_row = c.x_row;
+    g.row_weight = c.row_weight;
+    g.pair_pos = c.pair_pos;
+    const char* failed = nullptr;
+    e = smxx::launch_group(g, stream, &failed);
+    if (e != cudaSuccess) return launch_failed(failed ? failed : "group", e);
+    e = smxx::launch_fill_params(p.per_expert_beta, p.beta, p.per_expert_linear_beta,
+                                 p.linear_beta, w->expert_start, E, c.beta, c.linear_beta, stream);
+    if (e != cudaSuccess) return launch_failed("fill_params", e);
+  }
 
   sm90::GroupedProblem gp;
   gp.num_experts = E;

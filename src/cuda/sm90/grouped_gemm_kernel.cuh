@@ -36,6 +36,7 @@
 #include "sm90/mxfp4_fragment.h"
 #include "sm90/ptx.cuh"
 #include "smxx/pdl.cuh"
+#include "smxx/mxfp8_device.cuh"
 
 namespace mxmoe::sm90 {
 
@@ -308,9 +309,8 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
           const int c = 8 * (i >> 1) + 2 * t + (i & 1);
           const float amax = fmaxf(fmaxf(sAmax[c], sAmax[BN + c]),
                                    fmaxf(sAmax[2 * BN + c], sAmax[3 * BN + c]));
-          const int E = mx_scale_exponent(amax, kE4M3Max);
-          const uint8_t code = float_to_e4m3(ldexpf(v[i], -E));
-          v[i] = ldexpf(e4m3_to_float(code), E);  // exact in BF16 below
+          // formats.h's scale rule, code and value, bit for bit (smxx/mxfp8_device.cuh).
+          v[i] = smxx::mxfp8_fake_quantize(v[i], smxx::mxfp8_exponent(amax));  // exact in BF16
         }
       }
       __nv_bfloat16* sH = reinterpret_cast<__nv_bfloat16*>(smem);

@@ -11,6 +11,9 @@
 //   group    : the EP filter and a stable counting sort of the T*k pairs by local expert, i.e. the
 //              pair list ordered by (expert, token, slot).
 //   combine  : out[t] = sum over j in order of y[pair_pos[t*k + j]] (skipping -1), fp32.
+//   prologue : quantize + [route] + group + fill_params fused in one launch for decode sizes,
+//              bit-identical outputs.
+// Every kernel is launched with PDL (smxx/pdl.cuh) and waits for its predecessor first.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -28,9 +31,17 @@ cudaError_t launch_quantize_input(const void* x, bool x_is_f32, int64_t x_stride
 // ---- route.cu ----
 // E <= kRouteMaxExperts (shared-memory bound), 1 <= k <= min(E, 64).
 constexpr int kRouteMaxExperts = 6144;
+// Experts up to which route_warp.cuh keeps the keys in registers (32 per lane, two redux.sync per
+// round) instead of shared memory: at most kRouteRegMax; kRouteRegExperts = 0 is OFF. The
+// register version is written and tested (GpuRoute.RegisterKeys*) but has not run on the device
+// yet (bench/NOTES.md G); the shared-memory one is the proven one. Set 1024 once that test passes.
+constexpr int kRouteRegMax = 1024;
+constexpr int kRouteRegExperts = 0;
+// reg_experts: tests force the register version (kRouteRegMax) or the shared-memory one (0).
 cudaError_t launch_route_kimi(const float* logits, int64_t logits_stride, const float* bias,
                               int T, int E, int k, bool renormalize, float scaling,
-                              int32_t* ids, float* weights, cudaStream_t stream);
+                              int32_t* ids, float* weights, cudaStream_t stream,
+                              int reg_experts = kRouteRegExperts);
 
 // ---- group.cu ----
 // Pairs are cut into chunks of kGroupChunk; scratch holds one count per (chunk, local expert).
@@ -57,8 +68,63 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
 cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T, int k,
                            float* out, int64_t out_stride, cudaStream_t stream);
 
-// Local SiTU parameters: dst[i] = per_expert ? per_expert[start + i] : scalar, i < count.
-cudaError_t launch_fill_params(const float* per_expert, float scalar, int start, int count,
-                               float* dst, cudaStream_t stream);
+// Local SiTU parameters, both arrays in one launch, i < count:
+// dst_a[i] = per_expert_a ? per_expert_a[start + i] : scalar_a, and the same for b.
+cudaError_t launch_fill_params(const float* per_expert_a, float scalar_a, const float* per_expert_b,
+                               float scalar_b, int start, int count, float* dst_a, float* dst_b,
+                               cudaStream_t stream);
+
+// ---- prologue.cu: quantize + [route] + group + fill_params in one launch (decode sizes) ----
+constexpr int kPrologueMaxPairs = 4096;
+struct PrologueShape {
+  bool ok = false;        // false: the sizes do not fit; use the separate kernels
+  int chunks = 0;         // grouping chunks (warps of the grouping CTA)
+  int route_warps = 0;    // routing warps, one token each (0: the ids come from elsewhere)
+  bool route_first = false;  // GPU routing of more tokens than warps: launch_route_kimi first,
+                             // then the prologue on its ids / weights
+  int quant_ctas = 0;     // CTAs quantizing rows, besides the routing / grouping CTA
+  size_t smem_bytes = 0;  // dynamic shared memory of a CTA (<= 48 KB)
+};
+// Decided on the host from sizes only (graph-capturable): T * k <= kPrologueMaxPairs and the
+// routing keys / grouping counters fit 48 KB of shared memory.
+PrologueShape prologue_plan(int T, int k, int num_experts_total, int expert_count, bool routing);
+struct PrologueArgs {
+  // quantize (as launch_quantize_input)
+  const void* x = nullptr;
+  bool x_is_f32 = false;
+  int64_t x_stride = 0;
+  int H = 0;
+  bool mxfp8 = false;
+  uint16_t* xq = nullptr;  // [T, H] BF16 bits
+  // routing: logits != null routes into route_ids / route_weights (as launch_route_kimi);
+  // otherwise ids / weights are the caller's
+  const float* logits = nullptr;
+  int64_t logits_stride = 0;
+  const float* bias = nullptr;
+  int num_experts_total = 0;
+  bool renormalize = true;
+  float scaling = 1.0f;
+  int32_t* route_ids = nullptr;
+  float* route_weights = nullptr;
+  const int32_t* ids = nullptr;
+  const float* weights = nullptr;
+  int T = 0, k = 0;
+  // grouping (as GroupArgs; no scratch)
+  int expert_start = 0, expert_count = 0;
+  int32_t* expert_offsets = nullptr;
+  int32_t* x_row = nullptr;
+  float* row_weight = nullptr;
+  int32_t* pair_pos = nullptr;
+  // SiTU parameters (as launch_fill_params)
+  const float* per_expert_beta = nullptr;
+  float beta = 0.0f;
+  const float* per_expert_linear_beta = nullptr;
+  float linear_beta = 0.0f;
+  float* beta_out = nullptr;
+  float* linear_beta_out = nullptr;
+  // set by launch_prologue from the shape
+  int chunks = 0, route_warps = 0;
+};
+cudaError_t launch_prologue(const PrologueArgs& a, const PrologueShape& s, cudaStream_t stream);
 
 }  // namespace mxmoe::smxx

@@ -12,8 +12,10 @@
 //                    rows by lane order. So rows are ordered by (expert, token, slot): stable.
 // Outputs: x_row[p] = token, row_weight[p] = routing weight of sorted row p (p < offsets[E]);
 // pair_pos[i] = sorted row of pair i, or -1 (id -1, another rank's id, or any id out of range).
+// Launched with PDL (smxx/pdl.cuh): each kernel waits before touching its predecessor's data.
 // Limitations: expert_count <= kMaxLocal (shared-memory counters).
 #include "smxx/glue.h"
+#include "smxx/pdl.cuh"
 
 namespace mxmoe::smxx {
 namespace {
@@ -29,6 +31,8 @@ __device__ __forceinline__ int local_expert(int32_t id, int start, int count) {
 __global__ void group_hist_kernel(const int32_t* ids, int pairs, int start, int E,
                                   int32_t* scratch) {
   extern __shared__ int32_t cnt[];
+  pdl::wait();
+  pdl::launch_dependents();
   for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
   __syncthreads();
   const int base = blockIdx.x * kGroupChunk;
@@ -45,6 +49,8 @@ __global__ void group_hist_kernel(const int32_t* ids, int pairs, int start, int 
 __global__ void __launch_bounds__(kScanThreads)
     group_scan_kernel(int chunks, int E, int32_t* scratch, int32_t* offsets) {
   __shared__ int32_t part[kScanThreads];
+  pdl::wait();
+  pdl::launch_dependents();
   // Per expert: exclusive scan down the chunks; the total goes to offsets[e + 1] for now.
   for (int e = threadIdx.x; e < E; e += kScanThreads) {
     int32_t run = 0;
@@ -95,6 +101,8 @@ __global__ void group_scatter_kernel(const int32_t* ids, const float* weights, i
                                      int start, int E, const int32_t* scratch, int32_t* x_row,
                                      float* row_weight, int32_t* pair_pos) {
   extern __shared__ int32_t next[];  // next sorted row per local expert, for this chunk
+  pdl::wait();
+  pdl::launch_dependents();
   const int lane = threadIdx.x;
   for (int e = lane; e < E; e += 32) next[e] = scratch[static_cast<size_t>(blockIdx.x) * E + e];
   __syncwarp();
@@ -129,18 +137,23 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
   const int chunks = group_num_chunks(pairs);
   const size_t smem = static_cast<size_t>(E) * sizeof(int32_t);
   if (chunks > 0) {
-    group_hist_kernel<<<chunks, 256, smem, stream>>>(a.ids, pairs, a.expert_start, E, a.scratch);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (cudaError_t e = pdl::launch_pdl(group_hist_kernel, dim3(chunks), dim3(256), smem, stream,
+                                        a.ids, pairs, a.expert_start, E, a.scratch);
+        e != cudaSuccess)
+      return e;
   }
   *failed_kernel = "group_scan";
-  group_scan_kernel<<<1, kScanThreads, 0, stream>>>(chunks, E, a.scratch, a.expert_offsets);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (cudaError_t e = pdl::launch_pdl(group_scan_kernel, dim3(1), dim3(kScanThreads), 0, stream,
+                                      chunks, E, a.scratch, a.expert_offsets);
+      e != cudaSuccess)
+    return e;
   if (chunks > 0) {
     *failed_kernel = "group_scatter";
-    group_scatter_kernel<<<chunks, 32, smem, stream>>>(a.ids, a.weights, pairs, a.k,
-                                                       a.expert_start, E, a.scratch, a.x_row,
-                                                       a.row_weight, a.pair_pos);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (cudaError_t e = pdl::launch_pdl(group_scatter_kernel, dim3(chunks), dim3(32), smem,
+                                        stream, a.ids, a.weights, pairs, a.k, a.expert_start, E,
+                                        a.scratch, a.x_row, a.row_weight, a.pair_pos);
+        e != cudaSuccess)
+      return e;
   }
   *failed_kernel = nullptr;
   return cudaSuccess;

@@ -1,0 +1,226 @@
+// src/cuda/smxx/prologue.cu: the fused decode prologue: quantize + route + EP filter + stable
+// group + SiTU parameter fill in ONE launch, for small T * k (decode), with outputs bit-identical
+// to the separate kernels (quantize.cu, route.cu, group.cu, combine.cu's fill).
+//
+// Why: at decode sizes each of those kernels runs for ~1-2 us but costs a launch and a drain in
+// the stream (7 launches before GEMM1); one launch of a few CTAs removes all but one of them.
+//
+// Algorithm (one grid, 512 threads per CTA):
+//  - CTAs 1..Q quantize token rows r = blockIdx.x - 1 (+= Q) with quantize_row.cuh, the very
+//    routine of quantize.cu, while
+//  - CTA 0 fills the local beta / linear_beta, routes (route_warp.cuh: one warp per token, the
+//    routine of route.cu, each warp with E words of shared keys; when the tokens outnumber the
+//    warps, prologue_plan says route_first and route.cu's kernel runs before), and groups the
+//    T * k pairs: the pairs are cut into `chunks` contiguous chunks (one warp each);
+//    per-(chunk, local expert) counts in shared memory, a scan down the chunks and across the
+//    experts gives expert_offsets and each chunk's first row per expert, and each warp walks its
+//    chunk 32 pairs at a time in pair order (__match_any_sync, ranks by lane order). The result
+//    is the unique stable order (expert, token, slot), so it equals group.cu's bit for bit.
+//    Routing results go to global memory and are read back by the same CTA after a barrier
+//    (__syncthreads makes a block's global writes visible to the block).
+// Launched with PDL (smxx/pdl.cuh): everything waits for the predecessor first.
+// Limitations: T * k <= kPrologueMaxPairs and the shared-memory bounds of prologue_plan (the
+// dispatcher falls back to the separate kernels otherwise); H % 32 == 0; k <= 64.
+#include <algorithm>
+#include <climits>
+
+#include "smxx/glue.h"
+#include "smxx/pdl.cuh"
+#include "smxx/quantize_row.cuh"
+#include "smxx/route_warp.cuh"
+
+namespace mxmoe::smxx {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr int kSmemBudget = 48 * 1024;  // no opt-in attribute needed (graph-capture friendly)
+constexpr int kMaxQuantCtas = 128;
+constexpr int kMaxScanSeg = 16;         // experts per thread in the offsets scan (<= 8192 / 512)
+
+__device__ __forceinline__ int local_expert(int32_t id, int start, int count) {
+  const int le = id - start;  // id == -1 lands below 0 for start >= 0
+  return (id >= 0 && le >= 0 && le < count) ? le : -1;
+}
+
+template <bool kF32, bool kVec>
+__global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
+  extern __shared__ uint32_t smem[];
+  __shared__ int32_t warp_sums[kWarps];
+  pdl::wait();
+  pdl::launch_dependents();
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+
+  if (blockIdx.x > 0) {  // ---- quantize CTAs ----
+    for (int r = blockIdx.x - 1; r < a.T; r += gridDim.x - 1)
+      quantize_row<kF32, kVec>(a.x, static_cast<size_t>(r) * static_cast<size_t>(a.x_stride), a.H,
+                               a.mxfp8, a.xq + static_cast<size_t>(r) * a.H, tid, kThreads);
+    return;
+  }
+
+  const int El = a.expert_count, k = a.k, P = a.T * a.k;
+  // ---- SiTU parameters ----
+  for (int i = tid; i < El; i += kThreads) {
+    a.beta_out[i] = a.per_expert_beta ? a.per_expert_beta[a.expert_start + i] : a.beta;
+    a.linear_beta_out[i] =
+        a.per_expert_linear_beta ? a.per_expert_linear_beta[a.expert_start + i] : a.linear_beta;
+  }
+
+  // ---- routing ----
+  const int32_t* ids = a.ids;
+  const float* weights = a.weights;
+  if (a.logits) {
+    if (warp < a.route_warps)
+      for (int t = warp; t < a.T; t += a.route_warps)
+        route_token_warp(a.logits + static_cast<size_t>(t) * static_cast<size_t>(a.logits_stride),
+                         a.bias, a.num_experts_total, k, a.renormalize, a.scaling,
+                         smem + static_cast<size_t>(warp) * a.num_experts_total,
+                         a.route_ids + static_cast<size_t>(t) * k,
+                         a.route_weights + static_cast<size_t>(t) * k);
+    ids = a.route_ids;
+    weights = a.route_weights;
+    __syncthreads();  // routes visible to the CTA; the key scratch becomes the counters
+  }
+
+  // ---- grouping: counts per (chunk, local expert) ----
+  int32_t* cnt = reinterpret_cast<int32_t*>(smem);  // [chunks][El]
+  int32_t* off = cnt + a.chunks * El;               // [El + 1]
+  for (int i = tid; i < a.chunks * El; i += kThreads) cnt[i] = 0;
+  __syncthreads();
+  const int S = (P + a.chunks - 1) / a.chunks;
+  const int c_begin = warp * S, c_end = min(P, c_begin + S);
+  if (warp < a.chunks)
+    for (int i = c_begin + lane; i < c_end; i += 32) {
+      const int le = local_expert(ids[i], a.expert_start, El);
+      if (le >= 0) atomicAdd(&cnt[warp * El + le], 1);  // integer: order-independent
+    }
+  __syncthreads();
+  // Per expert: exclusive scan down the chunks; the total to off[e + 1] for now.
+  for (int e = tid; e < El; e += kThreads) {
+    int32_t run = 0;
+    for (int c = 0; c < a.chunks; ++c) {
+      const int32_t v = cnt[c * El + e];
+      cnt[c * El + e] = run;
+      run += v;
+    }
+    off[e + 1] = run;
+  }
+  __syncthreads();
+  // Exclusive scan of the totals: a contiguous segment per thread, then across threads.
+  const int seg = (El + kThreads - 1) / kThreads;  // <= kMaxScanSeg (prologue_plan)
+  const int lo = min(El, tid * seg), hi = min(El, lo + seg);
+  int32_t tot[kMaxScanSeg];
+  int32_t mine = 0;
+#pragma unroll
+  for (int s = 0; s < kMaxScanSeg; ++s) {
+    tot[s] = lo + s < hi ? off[lo + s + 1] : 0;
+    mine += tot[s];
+  }
+  int32_t incl = mine;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int32_t n = __shfl_up_sync(~0u, incl, d);
+    if (lane >= d) incl += n;
+  }
+  if (lane == 31) warp_sums[warp] = incl;
+  __syncthreads();  // also: every total is read before off[] is overwritten below
+  if (warp == 0) {
+    int32_t v = lane < kWarps ? warp_sums[lane] : 0;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int32_t n = __shfl_up_sync(~0u, v, d);
+      if (lane >= d) v += n;
+    }
+    if (lane < kWarps) warp_sums[lane] = v;
+  }
+  __syncthreads();
+  int32_t run = incl - mine + (warp > 0 ? warp_sums[warp - 1] : 0);
+#pragma unroll
+  for (int s = 0; s < kMaxScanSeg; ++s) {
+    if (lo + s < hi) off[lo + s] = run;
+    run += tot[s];
+  }
+  if (tid == 0) off[El] = warp_sums[kWarps - 1];
+  __syncthreads();
+  for (int e = tid; e <= El; e += kThreads) a.expert_offsets[e] = off[e];
+  for (int i = tid; i < a.chunks * El; i += kThreads) cnt[i] += off[i % El];
+  __syncthreads();
+
+  // ---- grouping: stable scatter, one warp per chunk, 32 pairs at a time in pair order ----
+  if (warp < a.chunks) {
+    int32_t* next = cnt + warp * El;
+    for (int i0 = c_begin; i0 < c_end; i0 += 32) {
+      const int i = i0 + lane;
+      const int le = i < c_end ? local_expert(ids[i], a.expert_start, El) : -2;
+      const unsigned same = __match_any_sync(~0u, le);
+      const unsigned before = same & ((1u << lane) - 1u);
+      const int pos = le >= 0 ? next[le] + __popc(before) : -1;
+      __syncwarp();
+      if (le >= 0 && before == 0) next[le] += __popc(same);
+      __syncwarp();
+      if (i < c_end) {
+        a.pair_pos[i] = pos;
+        if (pos >= 0) {
+          a.x_row[pos] = i / k;
+          a.row_weight[pos] = weights[i];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+PrologueShape prologue_plan(int T, int k, int num_experts_total, int expert_count, bool routing) {
+  PrologueShape s;
+  const int64_t P = static_cast<int64_t>(T) * k;
+  if (T <= 0 || k <= 0 || k > 64 || P > kPrologueMaxPairs || expert_count <= 0) return s;
+  const int64_t El = expert_count;
+  if ((El + kThreads - 1) / kThreads > kMaxScanSeg) return s;
+  const int64_t words = kSmemBudget / 4;
+  // Counters: chunks * El + El + 1 words; at least one chunk, at most one per warp, and no chunk
+  // shorter than a warp's 32 pairs.
+  int64_t chunks = (words - El - 1) / El;
+  if (chunks < 1) return s;
+  chunks = std::min<int64_t>({chunks, kWarps, (P + 31) / 32});
+  int64_t route_warps = 0;
+  if (routing) {
+    if (num_experts_total <= 0 || k > num_experts_total) return s;
+    // One warp routes one token in a few us (k argmax rounds over E keys): the CTA routes only
+    // when every token gets its own warp; more tokens are routed first by route.cu's many-CTA
+    // kernel (one more launch) instead of in several serial rounds here.
+    route_warps = num_experts_total <= std::min(kRouteRegExperts, kRouteRegMax)
+                      ? kWarps  // keys in registers: no shared memory
+                      : std::min<int64_t>(kWarps, words / num_experts_total);
+    if (route_warps >= T) {
+      route_warps = T;
+    } else {
+      route_warps = 0;
+      s.route_first = true;
+    }
+  }
+  s.ok = true;
+  s.chunks = static_cast<int>(chunks);
+  s.route_warps = static_cast<int>(route_warps);
+  s.quant_ctas = std::min(T, kMaxQuantCtas);
+  const int64_t route_words =
+      num_experts_total <= std::min(kRouteRegExperts, kRouteRegMax) ? 0 : route_warps * num_experts_total;
+  s.smem_bytes = 4 * static_cast<size_t>(std::max<int64_t>(route_words, chunks * El + El + 1));
+  return s;
+}
+
+cudaError_t launch_prologue(const PrologueArgs& a, const PrologueShape& s, cudaStream_t stream) {
+  if (!s.ok || a.T <= 0 || a.H % 32 != 0 || (s.route_warps > 0) != (a.logits != nullptr) ||
+      (a.logits == nullptr && (a.ids == nullptr || a.weights == nullptr)))
+    return cudaErrorInvalidValue;
+  PrologueArgs args = a;
+  args.chunks = s.chunks;
+  args.route_warps = s.route_warps;
+  const bool vec = quantize_rows_vectorizable(a.x, a.x_is_f32, a.x_stride);
+  auto kernel = a.x_is_f32 ? (vec ? prologue_kernel<true, true> : prologue_kernel<true, false>)
+                           : (vec ? prologue_kernel<false, true> : prologue_kernel<false, false>);
+  return pdl::launch_pdl(kernel, dim3(1 + s.quant_ctas), dim3(kThreads), s.smem_bytes, stream,
+                         args);
+}
+
+}  // namespace mxmoe::smxx
