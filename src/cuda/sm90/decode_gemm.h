@@ -27,10 +27,11 @@ constexpr int kDecodeStageSteps = 2;
 // Timing / test knob: force 1, 2 or 4 steps per stage for later launches (0 = the default).
 void decode_set_stage_steps(int ks);
 
-// The K split (1, 2, 4 or 8 CTAs of a cluster per tile) for m_tiles 64-row weight tiles, KT
-// 64-wide K steps, at most max_rows pair rows over num_experts experts, when slots[i] CTAs of
-// split 2^i fit on the device at once: the smallest split of the least predicted time, where a
-// CTA's time is (waves of units) x (K steps per unit) + a fixed reduction cost.
+// The K split (1, 2 or 4 CTAs of a cluster per tile; 8 only when forced) for m_tiles 64-row
+// weight tiles, KT 64-wide K steps, at most max_rows pair rows over num_experts experts, when
+// slots[i] CTAs of split 2^i fit on the device at once: 1 when the tiles fill the slots, else
+// the smallest split of the least predicted time, (waves of clusters) x (K steps per CTA) + a
+// fixed reduction cost, with 3/4 of the slots usable by clusters.
 int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]);
 
 // When problem g is the decode kernel's (g.kernel == kGemmDecode, or kGemmAuto with a 16-token

@@ -4,7 +4,7 @@
 //
 // Why a separate kernel: at decode sizes the GEMMs only read weights (17.5 MB per EP16 expert at
 // T=1, a few us at the copy rate), and the tiled kernel keeps ~5 KB per CTA in flight on 96 / 56
-// CTAs: latency-bound. Here the bytes in flight per SM are NS stages x 2.2 KB per CTA x several
+// CTAs: latency-bound. Here the bytes in flight per SM are NS x KS x 2.2 KB per CTA x several
 // CTAs, and a tile's K is split over a cluster of S CTAs when tiles are few.
 // Measured (H200, bench/NOTES.md D): EP16 T=1 GEMM1+GEMM2 ~31 us (tiled kernel 60), T=64 366 us
 // (1.8 TB/s, 2.15x the copy floor): bound by the consumers' issue rate (FP4 expansion + mma.sync
