@@ -83,6 +83,13 @@ TEST(Sm90DecodeGemm, RejectsBadArguments) {
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.K = 96; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.x = nullptr; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.g.max_rows = 0; }), cudaSuccess);  // nothing to do
+  // Bulk copies need a 16-byte aligned scale array; the tiled kernel (kGemmAuto) does not.
+  EXPECT_EQ(bad1([](Gemm1Params& q) { q.w_scales += 4; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad1([](Gemm1Params& q) {
+              q.w_scales += 4;
+              q.g.kernel = kGemmAuto;
+            }),
+            cudaSuccess);
   Gemm2Params p2;
   p2.w_packed = any.p;
   p2.w_scales = any.p;
@@ -232,6 +239,25 @@ TEST(Sm90DecodeGemm, KimiSizes) {
   c3.sample = 4;
   c3.graph = true;
   run_gemm2_case(c3);
+}
+
+TEST(Sm90DecodeGemm, AutoAtDecodeSizes) {
+  // kGemmAuto with at most kDecodeMaxMeanRows rows per expert: the decode kernel by default.
+  REQUIRE_SM90();
+  Gemm1Case c;
+  c.rows = {0, 1, 0, 2, 1, 0, 0, 5};
+  c.I = 192;
+  c.K = 640;
+  c.mxfp8_out = true;
+  c.per_expert_beta = true;
+  c.graph = true;
+  run_gemm1_case(c);
+  Gemm2Case c2;
+  c2.rows = {0, 1, 0, 2, 1, 0, 0, 5};
+  c2.H = 320;
+  c2.I = 384;
+  c2.graph = true;
+  run_gemm2_case(c2);
 }
 
 TEST(Sm90DecodeGemm, TiledKernelStillServes16TokenTiles) {

@@ -139,7 +139,11 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
     return true;
   }
   const int bn = g.tile_n != 0 ? g.tile_n : choose_tile_n(a.max_rows, a.num_experts);
-  const bool fits = bn == decode::kBN && a.num_experts <= kDecodeMaxExperts;
+  // Bulk copies need 16-byte aligned sources: the launchers check w_packed, x / h and the row
+  // strides; the scales' base is checked here (every per-expert and per-step offset is a
+  // multiple of 128 bytes).
+  const bool fits = bn == decode::kBN && a.num_experts <= kDecodeMaxExperts &&
+                    (reinterpret_cast<uintptr_t>(a.w_scales) & 15u) == 0;
   if (g.kernel == kGemmDecode) {
     if (!fits) return true;  // forced onto a problem it cannot serve
   } else if (g.kernel == kGemmTiled || !kDecodeByDefault || !fits ||

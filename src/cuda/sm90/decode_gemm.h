@@ -37,8 +37,8 @@ int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int
 // When problem g is the decode kernel's (g.kernel == kGemmDecode, or kGemmAuto with a 16-token
 // tile, kDecodeByDefault and a mean of at most kDecodeMaxMeanRows rows per expert), launches it
 // and returns true with *err = the launch result (cudaErrorInvalidValue for a bad kernel or
-// split_k value, or, when forced, a tile_n other than 0 / 16 or more than kDecodeMaxExperts
-// experts); false leaves the problem to the tiled kernel.
+// split_k value, or, when forced, a tile_n other than 0 / 16, more than kDecodeMaxExperts
+// experts or w_scales not 16-byte aligned); false leaves the problem to the tiled kernel.
 template <bool kGemm1>
 bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int num_sms,
                             cudaStream_t stream, cudaError_t* err);
