@@ -49,6 +49,7 @@
 #include "sm90/grouped_gemm_kernel.cuh"
 #include "sm90/mxfp4_fragment.h"
 #include "sm90/ptx.cuh"
+#include "smxx/mxfp8_device.cuh"
 #include "smxx/pdl.cuh"
 
 namespace mxmoe::sm90 {
@@ -336,9 +337,8 @@ struct WsTileRunner {
           const float amax =
               fmaxf(fmaxf(sAmax[col], sAmax[kWsMaxTileN + col]),
                     fmaxf(sAmax[2 * kWsMaxTileN + col], sAmax[3 * kWsMaxTileN + col]));
-          const int E = mx_scale_exponent(amax, kE4M3Max);
-          const uint8_t code = float_to_e4m3(ldexpf(v[i], -E));
-          v[i] = ldexpf(e4m3_to_float(code), E);  // exact in BF16 below
+          // formats.h's scale rule, code and value, bit for bit (smxx/mxfp8_device.cuh).
+          v[i] = smxx::mxfp8_fake_quantize(v[i], smxx::mxfp8_exponent(amax));  // exact in BF16
         }
         ptx::named_barrier(1 + c.cw, kWarpgroup);  // sAmax read before the next tile writes it
       }
