@@ -14,6 +14,7 @@
 // All checks run before the first launch: a failed Status means nothing was enqueued.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -156,6 +157,7 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     ids = rid;
     weights = rw;
   }
+  const bool fp8_gemms = use_w4a8_fp8(w, p.backend, T, k);
   const smxx::PrologueShape shape =
       fused_prologue_allowed() ? smxx::prologue_plan(T, k, Et, E, !caller_routing)
                                : smxx::PrologueShape{};
@@ -203,9 +205,12 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     e = smxx::launch_prologue(a, shape, stream);
     if (e != cudaSuccess) return launch_failed("prologue", e);
   } else {
-    e = smxx::launch_quantize_input(p.hidden, p.hidden_dtype == InputDType::kF32, x_stride, T, H,
-                                    w4a8, c.xq, stream);
-    if (e != cudaSuccess) return launch_failed("quantize_input", e);
+    // The FP8 W4A8 GEMMs quantize x to MXFP8 codes themselves (below): no BF16 copy needed.
+    if (!fp8_gemms) {
+      e = smxx::launch_quantize_input(p.hidden, p.hidden_dtype == InputDType::kF32, x_stride, T,
+                                      H, w4a8, c.xq, stream);
+      if (e != cudaSuccess) return launch_failed("quantize_input", e);
+    }
     if (!caller_routing) {
       e = smxx::launch_route_kimi(p.router_logits, l_stride, p.correction_bias, T, Et, k,
                                   p.renormalize, p.routed_scaling_factor, rid, rw, stream);
@@ -235,10 +240,14 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
   gp.num_experts = E;
   gp.expert_offsets = c.offsets;
   gp.max_rows = T * k;
+  // Under EP a rank expects only its share of the T * k picks: the kernels choose tile widths
+  // from that (a bound of T * k would pick 32-wide tiles at EP16 T=64 for ~1 row per expert).
+  gp.rows_hint = static_cast<int>(
+      std::max<int64_t>(1, (static_cast<int64_t>(T) * k * E + Et - 1) / Et));
 
   // W4A8 at prefill sizes: the FP8 tensor-core GEMMs on the folded weights (prepared.h), which
   // quantize x to MXFP8 codes in c.xq and h in c.h themselves, then the same combine.
-  if (use_w4a8_fp8(w, p.backend, T, k)) {
+  if (fp8_gemms) {
     const char* fp8_failed = "sm90 fp8";
     e = launch_w4a8_fp8_gemms(w, p.hidden, p.hidden_dtype == InputDType::kF32, x_stride, T, k,
                               c.offsets, c.x_row, c.row_weight, c.beta, c.linear_beta, c.xq, c.h,

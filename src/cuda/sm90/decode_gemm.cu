@@ -86,14 +86,15 @@ cudaError_t launch_split(const KernelArgs& a, int64_t tile_bound, int slots,
 }
 
 template <bool kGemm1, int KS>
-cudaError_t launch_ks(const KernelArgs& a, int split_k, int num_sms, cudaStream_t stream) {
+cudaError_t launch_ks(const KernelArgs& a, int split_k, int rows, int num_sms,
+                      cudaStream_t stream) {
   const Occupancy& occ = occupancy<kGemm1, KS>();
   if (occ.err != cudaSuccess) return occ.err;
   int slots[4];
   for (int i = 0; i < 4; ++i) slots[i] = num_sms * occ.per_sm[i];
   const int m_tiles = a.M / kTileM, KT = a.K / kStepK;
   const int S = split_k != 0 ? split_k
-                             : decode_split_k(m_tiles, KT, a.max_rows, a.num_experts, slots);
+                             : decode_split_k(m_tiles, KT, rows, a.num_experts, slots);
   const int64_t tile_bound = static_cast<int64_t>(m_tiles) *
                              (std::min(a.num_experts, a.max_rows) + a.max_rows / decode::kBN);
   switch (S) {
@@ -138,7 +139,8 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
   if (g.split_k != 0 && g.split_k != 1 && g.split_k != 2 && g.split_k != 4 && g.split_k != 8) {
     return true;
   }
-  const int bn = g.tile_n != 0 ? g.tile_n : choose_tile_n(a.max_rows, a.num_experts);
+  const int rows = choice_rows(g);  // heuristics only; grids are sized from max_rows
+  const int bn = g.tile_n != 0 ? g.tile_n : choose_tile_n(rows, a.num_experts);
   // Bulk copies need 16-byte aligned sources: the launchers check w_packed, x / h and the row
   // strides; the scales' base is checked here (every per-expert and per-step offset is a
   // multiple of 128 bytes).
@@ -147,14 +149,14 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
   if (g.kernel == kGemmDecode) {
     if (!fits) return true;  // forced onto a problem it cannot serve
   } else if (g.kernel == kGemmTiled || !kDecodeByDefault || !fits ||
-             a.max_rows > static_cast<int64_t>(kDecodeMaxMeanRows) * a.num_experts) {
+             rows > static_cast<int64_t>(kDecodeMaxMeanRows) * a.num_experts) {
     return false;
   }
   const int ks = g_stage_steps.load(std::memory_order_relaxed);
   switch (ks != 0 ? ks : kDecodeStageSteps) {
-    case 1: *err = launch_ks<kGemm1, 1>(a, g.split_k, num_sms, stream); break;
-    case 2: *err = launch_ks<kGemm1, 2>(a, g.split_k, num_sms, stream); break;
-    default: *err = launch_ks<kGemm1, 4>(a, g.split_k, num_sms, stream); break;
+    case 1: *err = launch_ks<kGemm1, 1>(a, g.split_k, rows, num_sms, stream); break;
+    case 2: *err = launch_ks<kGemm1, 2>(a, g.split_k, rows, num_sms, stream); break;
+    default: *err = launch_ks<kGemm1, 4>(a, g.split_k, rows, num_sms, stream); break;
   }
   return true;
 }

@@ -100,8 +100,9 @@ cudaError_t launch_ws(const KernelArgs& a, int cap, int num_sms, cudaStream_t st
 }
 
 template <bool kGemm1>
-cudaError_t dispatch(const KernelArgs& a, int tile_n, int num_sms, cudaStream_t stream) {
-  const int bn = tile_n != 0 ? tile_n : choose_tile_n(a.max_rows, a.num_experts);
+cudaError_t dispatch(const KernelArgs& a, const GroupedProblem& g, int num_sms,
+                     cudaStream_t stream) {
+  const int bn = g.tile_n != 0 ? g.tile_n : choose_tile_n(choice_rows(g), a.num_experts);
   switch (bn) {
     case 16: return launch_tiles<16, kGemm1>(a, num_sms, stream);
     case 32: return launch_tiles<32, kGemm1>(a, num_sms, stream);
@@ -146,7 +147,7 @@ cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream)
   a.num_experts = p.g.num_experts;
   a.max_rows = p.g.max_rows;
   if (cudaError_t e; try_launch_decode_gemm<true>(a, p.g, num_sms, stream, &e)) return e;
-  return dispatch<true>(a, p.g.tile_n, num_sms, stream);
+  return dispatch<true>(a, p.g, num_sms, stream);
 }
 
 cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream) {
@@ -173,7 +174,7 @@ cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream)
   a.num_experts = p.g.num_experts;
   a.max_rows = p.g.max_rows;
   if (cudaError_t e; try_launch_decode_gemm<false>(a, p.g, num_sms, stream, &e)) return e;
-  return dispatch<false>(a, p.g.tile_n, num_sms, stream);
+  return dispatch<false>(a, p.g, num_sms, stream);
 }
 
 }  // namespace mxmoe::sm90

@@ -37,7 +37,15 @@ struct GroupedProblem {
   int tile_n = 0;  // tokens per tile: 0 = tile_heuristic.h's choice; 16/32/64/128/192 force one
   int kernel = 0;   // GemmKernel: which kernel serves a 16-token tile (tests pick one)
   int split_k = 0;  // decode kernel only: CTAs per tile along K (0 = decode_gemm.h's choice; 1/2/4/8)
+  // The expected number of rows (a host estimate, e.g. T * k * local / total experts under EP):
+  // used only to choose the kernel, the tile width and the split, never to size or bound
+  // anything, so a wrong guess costs speed, not correctness. 0 = max_rows.
+  int rows_hint = 0;
 };
+// The row count the heuristics see: the hint, capped by the bound.
+inline int choice_rows(const GroupedProblem& g) {
+  return g.rows_hint > 0 && g.rows_hint < g.max_rows ? g.rows_hint : g.max_rows;
+}
 // kGemmAuto: the decode kernel (decode_gemm.h) for 16-token tiles, the tiled kernel otherwise.
 enum GemmKernel : int { kGemmAuto = 0, kGemmTiled = 1, kGemmDecode = 2 };
 
