@@ -32,11 +32,11 @@ cudaError_t launch_quantize_input(const void* x, bool x_is_f32, int64_t x_stride
 // E <= kRouteMaxExperts (shared-memory bound), 1 <= k <= min(E, 64).
 constexpr int kRouteMaxExperts = 6144;
 // Experts up to which route_warp.cuh keeps the keys in registers (32 per lane, two redux.sync per
-// round) instead of shared memory: at most kRouteRegMax; kRouteRegExperts = 0 is OFF. The
-// register version is written and tested (GpuRoute.RegisterKeys*) but has not run on the device
-// yet (bench/NOTES.md G); the shared-memory one is the proven one. Set 1024 once that test passes.
+// round) instead of shared memory: at most kRouteRegMax; kRouteRegExperts = 0 turns it off.
+// GpuRoute.RegisterKeysMatchSharedMemoryKeysBitForBit checks the two versions agree bit for bit
+// (the shared-memory one is also checked against route_kimi); bench/NOTES.md G has the timings.
 constexpr int kRouteRegMax = 1024;
-constexpr int kRouteRegExperts = 0;
+constexpr int kRouteRegExperts = kRouteRegMax;
 // reg_experts: tests force the register version (kRouteRegMax) or the shared-memory one (0).
 cudaError_t launch_route_kimi(const float* logits, int64_t logits_stride, const float* bias,
                               int T, int E, int k, bool renormalize, float scaling,
