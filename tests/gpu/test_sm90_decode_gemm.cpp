@@ -37,12 +37,6 @@ const std::vector<int> kAwkwardRows = {0, 1, 3, 17, 0, 118, 2, 0, 33, 1};
 // false skips every two-consumer-group case (set with kDecodeConsumerGroups = 1, if ever).
 constexpr bool kTwoGroupsTested = true;
 
-// Forces `groups` consumer groups for a scope (0 restores kDecodeConsumerGroups).
-struct ForceGroups {
-  explicit ForceGroups(int groups) { decode_set_consumer_groups(groups); }
-  ~ForceGroups() { decode_set_consumer_groups(0); }
-};
-
 TEST(Sm90DecodeSplit, HostHeuristic) {
   // 132 SMs, 5 / 5 / 4 / 3 CTAs per SM for split 1 / 2 / 4 / 8 (any plausible occupancy).
   const int slots[4] = {132 * 5, 132 * 5, 132 * 4, 132 * 3};

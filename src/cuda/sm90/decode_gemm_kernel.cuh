@@ -6,14 +6,16 @@
 // T=1, a few us at the copy rate), and the tiled kernel keeps ~5 KB per CTA in flight on 96 / 56
 // CTAs: latency-bound. Here the bytes in flight per SM are NS x KS x 2.2 KB per CTA x several
 // CTAs, and a tile's K is split over a cluster of S CTAs when tiles are few.
-// Measured (H200, bench/NOTES.md D): EP16 T=1 GEMM1+GEMM2 ~31 us (tiled kernel 60), T=64 366 us
-// (1.8 TB/s, 2.15x the copy floor): bound by the consumers' issue rate (FP4 expansion + mma.sync
-// per 64-K step with ~3 warps per scheduler), not by the bytes in flight.
+// Measured with one consumer group (H200, bench/NOTES.md D; two groups, below, not yet measured):
+// EP16 T=1 GEMM1+GEMM2 ~31 us (tiled kernel 60), T=64 366 us (1.8 TB/s, 2.15x the copy floor):
+// bound by the consumers' issue rate (FP4 expansion + mma.sync per 64-K step with ~3 warps per
+// scheduler), not by the bytes in flight.
 //
 // Algorithm (swap-AB as in grouped_gemm_kernel.cuh): C^T[64 weight rows, 16 tokens] per tile.
-//  - CTA = 4 consumer warps (warp w owns weight rows 16 w .. 16 w + 15 of the tile) + 1 producer
-//    warp. Per KS 64-K steps the producer issues cp.async.bulk copies into ring stage it % NS:
-//    the tile's KS x 2048 contiguous bytes of prepacked FP4 fragments + KS x 128 bytes of scales
+//  - CTA = G groups of 4 consumer warps (warp w of a group owns weight rows 16 w .. 16 w + 15 of
+//    the tile) + 1 producer warp. Per KS 64-K steps the producer issues cp.async.bulk copies
+//    into ring stage it % NS: the tile's KS x 2048 contiguous bytes of prepacked FP4 fragments +
+//    KS x 128 bytes of scales
 //    (mxfp4_fragment.h: fragment order mt, kb, thread: consecutive steps are contiguous), and one
 //    KS x 128-byte copy per valid token row of the activations (row-major, pitch KS x 128 + 16 B:
 //    ldmatrix rows then hit 8 distinct bank groups).
@@ -341,7 +343,8 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(threads_of<G>(), kMi
   }
   // Everything below reads what earlier kernels of the chain wrote (offsets, rows, activations).
   pdl::wait();
-  build_prefix<kThreads>(p, m_tiles, sPrefix, sWarp);  // its __syncthreads also publishes the mbarriers
+  // build_prefix's __syncthreads also publishes the mbarriers.
+  build_prefix<kThreads>(p, m_tiles, sPrefix, sWarp);
   if constexpr (S > 1) cluster_sync_all();   // peers' barriers exist before any remote arrive
   const int total = sPrefix[p.num_experts];
   const int64_t mk = static_cast<int64_t>(p.M) * p.K;
