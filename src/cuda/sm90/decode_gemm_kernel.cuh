@@ -239,10 +239,13 @@ __device__ __forceinline__ void consumers_sync() {
 // arrives, group 0 syncs), barrier 3 = group 0 has read it (group 0 arrives, group 1 syncs
 // before writing the next one). bar.arrive orders the arriving thread's earlier shared-memory
 // writes before the completion (PTX: prior accesses are performed relative to all participants).
+// bar.sync / bar.arrive are .aligned: the __syncwarp makes sure the warp arrives converged.
 __device__ __forceinline__ void group_bar_sync(int id) {
+  __syncwarp();
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(2 * kConsumers) : "memory");
 }
 __device__ __forceinline__ void group_bar_arrive(int id) {
+  __syncwarp();
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(2 * kConsumers) : "memory");
 }
 
