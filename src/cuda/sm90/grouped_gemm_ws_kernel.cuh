@@ -404,9 +404,18 @@ struct WsTileRunner {
 #pragma unroll
         for (int i = 0; i < N / 4; ++i) {
           const int col = 8 * (i >> 1) + 2 * t + (i & 1);
-          const float amax =
-              fmaxf(fmaxf(sAmax[col], sAmax[kWsMaxTileN + col]),
-                    fmaxf(sAmax[2 * kWsMaxTileN + col], sAmax[3 * kWsMaxTileN + col]));
+          float a4[4];
+          if constexpr (kRing) {  // ordered loads: ptxas may not hoist all 4 x N / 4 of them
+            const uint32_t base = ptx::smem_addr(sAmax + col);
+#pragma unroll
+            for (int w = 0; w < 4; ++w) {
+              a4[w] = __uint_as_float(ptx::ld_shared_u32(base + 4 * kWsMaxTileN * w));
+            }
+          } else {
+#pragma unroll
+            for (int w = 0; w < 4; ++w) a4[w] = sAmax[w * kWsMaxTileN + col];
+          }
+          const float amax = fmaxf(fmaxf(a4[0], a4[1]), fmaxf(a4[2], a4[3]));
           // formats.h's scale rule, code and value, bit for bit (smxx/mxfp8_device.cuh).
           v[i] = smxx::mxfp8_fake_quantize(v[i], smxx::mxfp8_exponent(amax));  // exact in BF16
         }
