@@ -209,30 +209,5 @@ TEST(Sm90GroupedGemmBench, DISABLED_WarpSpecializedTune) {
   bench("EP16[one-warpgroup 128]", 56, 3072, 1, 16384, 128);
 }
 
-// Weights through the slot ring (tile_heuristic.h's kWsWeightsInRing, the default) against the
-// register path (flag 1024 = kWsTuneRegWeights) at EP16 T=8192 and 16384, lags 2 and 4, and the
-// ring with the two diagnostics (256 no copies, 512 no conversion). Labels: EP16r = ring,
-// EP16g = registers.
-TEST(Sm90GroupedGemmBench, DISABLED_WsWeightsRing) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "SKIPPED: no CUDA device";
-  for (int T : {8192, 16384}) {
-    for (const char* tune : {"2,8,0", "2,8,1024", "4,8,0", "4,8,1024"}) {
-      setenv("MXMOE_SM90_WS_TUNE", tune, 1);
-      char label[40];
-      snprintf(label, sizeof(label), "EP16%c[%s]", kWsWeightsInRing && tune[4] == '0' ? 'r' : 'g',
-               tune);
-      bench(label, 56, 3072, 1, T);
-    }
-  }
-  for (const char* tune : {"2,8,256", "2,8,512"}) {
-    setenv("MXMOE_SM90_WS_TUNE", tune, 1);
-    char label[40];
-    snprintf(label, sizeof(label), "EP16r[%s]", tune);
-    bench(label, 56, 3072, 1, 16384);
-  }
-  unsetenv("MXMOE_SM90_WS_TUNE");
-}
-
 }  // namespace
 }  // namespace mxmoe::sm90

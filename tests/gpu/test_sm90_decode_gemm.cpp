@@ -4,9 +4,6 @@
 // count (1, 2, 4, 8 and the heuristic; splits larger than the K steps leave empty slices),
 // run-to-run bit identity, CUDA-graph replay, Kimi-K3 sizes; and the tiled kernel's 16-token
 // path, kept reachable with kGemmTiled. The split heuristic is checked on the host.
-// Both consumer-group kernels (decode_gemm.h kDecodeConsumerGroups) are forced and tested: the
-// one-group cases under the OneGroup / AllSplits instance names, the two-group ones under
-// TwoGroups* names (kTwoGroupsTested = false skips those, should that kernel be turned off).
 //
 // Timings (DISABLED_, not a correctness test):
 //   test_sm90_decode_gemm --gtest_also_run_disabled_tests --gtest_filter='*DecodeBench*'
@@ -34,9 +31,6 @@ using namespace check;
 
 const std::vector<int> kAwkwardRows = {0, 1, 3, 17, 0, 118, 2, 0, 33, 1};
 
-// false skips every two-consumer-group case (set with kDecodeConsumerGroups = 1, if ever).
-constexpr bool kTwoGroupsTested = true;
-
 TEST(Sm90DecodeSplit, HostHeuristic) {
   // 132 SMs, 5 / 5 / 4 / 3 CTAs per SM for split 1 / 2 / 4 / 8 (any plausible occupancy).
   const int slots[4] = {132 * 5, 132 * 5, 132 * 4, 132 * 3};
@@ -54,13 +48,6 @@ TEST(Sm90DecodeSplit, HostHeuristic) {
     const int s = decode_split_k(12, 56, rows, 224, slots);
     EXPECT_TRUE(s == 1 || s == 2 || s == 4 || s == 8) << s;
   }
-  // Two consumer groups (2 CTAs per SM at KS 2): a split at T=1 GEMM1, none at T=64 or when
-  // the tiles fill the fewer slots (384 tiles, 264 slots).
-  const int slots2[4] = {132 * 2, 132 * 2, 132 * 2, 132 * 2};
-  EXPECT_GT(decode_split_k(96, 56, 1, 56, slots2), 1);
-  EXPECT_EQ(decode_split_k(96, 56, 64, 56, slots2), 1);
-  EXPECT_EQ(decode_split_k(56, 48, 64, 56, slots2), 1);
-  EXPECT_EQ(decode_split_k(96, 56, 4, 224, slots2), 1);
 }
 
 TEST(Sm90DecodeGemm, RejectsBadArguments) {
@@ -122,18 +109,11 @@ TEST(Sm90DecodeGemm, RejectsBadArguments) {
   CUDA_OK(cudaDeviceSynchronize());
 }
 
-// Parameters: (split_k, 64-K steps per ring stage, consumer groups).
-class Sm90DecodeSplitK : public ::testing::TestWithParam<std::tuple<int, int, int>> {
+// Parameters: (split_k, 64-K steps per ring stage).
+class Sm90DecodeSplitK : public ::testing::TestWithParam<std::tuple<int, int>> {
  protected:
-  void SetUp() override {
-    if (std::get<2>(GetParam()) == 2 && !kTwoGroupsTested) GTEST_SKIP() << "two groups off";
-    decode_set_stage_steps(std::get<1>(GetParam()));
-    decode_set_consumer_groups(std::get<2>(GetParam()));
-  }
-  void TearDown() override {
-    decode_set_stage_steps(0);
-    decode_set_consumer_groups(0);
-  }
+  void SetUp() override { decode_set_stage_steps(std::get<1>(GetParam())); }
+  void TearDown() override { decode_set_stage_steps(0); }
   static int split() { return std::get<0>(GetParam()); }
 };
 
@@ -216,57 +196,9 @@ TEST_P(Sm90DecodeSplitK, GraphReplay) {
 }
 INSTANTIATE_TEST_SUITE_P(AllSplits, Sm90DecodeSplitK,
                          ::testing::Combine(::testing::Values(0, 1, 2, 4, 8),
-                                            ::testing::Values(1, 2, 4), ::testing::Values(1)));
-INSTANTIATE_TEST_SUITE_P(TwoGroupsAllSplits, Sm90DecodeSplitK,
-                         ::testing::Combine(::testing::Values(0, 1, 2, 4, 8),
-                                            ::testing::Values(1, 2, 4), ::testing::Values(2)));
+                                            ::testing::Values(1, 2, 4)));
 
-// Parameter: consumer groups forced for the whole test.
-class Sm90DecodeGroups : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override {
-    if (GetParam() == 2 && !kTwoGroupsTested) GTEST_SKIP() << "two groups off";
-    decode_set_consumer_groups(GetParam());
-  }
-  void TearDown() override { decode_set_consumer_groups(0); }
-};
-INSTANTIATE_TEST_SUITE_P(OneGroup, Sm90DecodeGroups, ::testing::Values(1));
-INSTANTIATE_TEST_SUITE_P(TwoGroups, Sm90DecodeGroups, ::testing::Values(2));
-
-TEST_P(Sm90DecodeGroups, ManyTilesPerCta) {
-  // Many tiles of 1..7 K stages per persistent CTA (split 1 and 2): group 1 hands a partial to
-  // group 0 at every tile end, and the stage parity (which group owns a tile's first stage)
-  // changes from tile to tile with an odd stage count. 2424 rows over 3 experts, 16 row tiles:
-  // 2448 tiles, several per CTA at any occupancy.
-  REQUIRE_SM90();
-  for (int K : {64, 192, 448}) {
-    for (int split : {1, 2}) {
-      Gemm2Case c;
-      c.rows = {1024, 0, 500, 900};
-      c.H = 1024;
-      c.I = K;
-      c.tile_n = 16;
-      c.kernel = kGemmDecode;
-      c.split_k = split;
-      c.sample = 2;
-      c.seed = 40 + K + split;
-      run_gemm2_case(c);
-      Gemm1Case c1;
-      c1.rows = {1024, 0, 500, 900};
-      c1.I = 512;
-      c1.K = K;
-      c1.tile_n = 16;
-      c1.kernel = kGemmDecode;
-      c1.split_k = split;
-      c1.mxfp8_out = split == 2;
-      c1.sample = 2;
-      c1.seed = 50 + K + split;
-      run_gemm1_case(c1);
-    }
-  }
-}
-
-TEST_P(Sm90DecodeGroups, KimiSizes) {
+TEST(Sm90DecodeGemm, KimiSizes) {
   REQUIRE_SM90();
   for (bool mx : {false, true}) {
     Gemm1Case c;  // EP16-like
@@ -309,7 +241,7 @@ TEST_P(Sm90DecodeGroups, KimiSizes) {
   run_gemm2_case(c3);
 }
 
-TEST_P(Sm90DecodeGroups, AutoAtDecodeSizes) {
+TEST(Sm90DecodeGemm, AutoAtDecodeSizes) {
   // kGemmAuto with at most kDecodeMaxMeanRows rows per expert: the decode kernel by default.
   REQUIRE_SM90();
   Gemm1Case c;
@@ -467,26 +399,20 @@ void bench(const char* layout, int E, int I, int topk, int T) {
   const double b2 = static_cast<double>(hit) * (w2q + w2s);
   const double floor_us = (b1 + b2) / kCopyGBs * 1e-3;
 
-  // groups: consumer groups per CTA (1 = the 4-warp kernel, 2 = 8 warps on alternate stages,
-  // 0 = kDecodeConsumerGroups); "dec" is the default configuration.
   struct Variant {
     const char* name;
-    int kernel, split, ks, groups;
+    int kernel, split, ks;
   };
   const Variant variants[] = {
-      {"tiled16", kGemmTiled, 0, 0, 0},    {"dec", kGemmDecode, 0, 0, 0},
-      {"g1-dec", kGemmDecode, 0, 0, 1},    {"g2-dec", kGemmDecode, 0, 0, 2},
-      {"g1k1-au", kGemmDecode, 0, 1, 1},   {"g1k1-s4", kGemmDecode, 4, 1, 1},
-      {"g1k2-s1", kGemmDecode, 1, 2, 1},   {"g1k2-s2", kGemmDecode, 2, 2, 1},
-      {"g1k2-s4", kGemmDecode, 4, 2, 1},   {"g1k4-au", kGemmDecode, 0, 4, 1},
-      {"g2k1-au", kGemmDecode, 0, 1, 2},   {"g2k1-s1", kGemmDecode, 1, 1, 2},
-      {"g2k1-s2", kGemmDecode, 2, 1, 2},   {"g2k1-s4", kGemmDecode, 4, 1, 2},
-      {"g2k2-s1", kGemmDecode, 1, 2, 2},   {"g2k2-s2", kGemmDecode, 2, 2, 2},
-      {"g2k2-s4", kGemmDecode, 4, 2, 2},   {"g2k4-au", kGemmDecode, 0, 4, 2},
-      {"g2k4-s1", kGemmDecode, 1, 4, 2}};
+      {"tiled16", kGemmTiled, 0, 0},   {"dec", kGemmDecode, 0, 0},
+      {"k1-auto", kGemmDecode, 0, 1},  {"k1-s1", kGemmDecode, 1, 1},
+      {"k1-s2", kGemmDecode, 2, 1},    {"k1-s4", kGemmDecode, 4, 1},
+      {"k2-auto", kGemmDecode, 0, 2},  {"k2-s1", kGemmDecode, 1, 2},
+      {"k2-s2", kGemmDecode, 2, 2},    {"k2-s4", kGemmDecode, 4, 2},
+      {"k4-auto", kGemmDecode, 0, 4},  {"k4-s1", kGemmDecode, 1, 4},
+      {"k4-s2", kGemmDecode, 2, 4},    {"k4-s4", kGemmDecode, 4, 4}};
   for (const Variant& v : variants) {
     decode_set_stage_steps(v.ks);
-    decode_set_consumer_groups(v.groups);
     Gemm1Params q1 = p1;
     Gemm2Params q2 = p2;
     q1.g.kernel = q2.g.kernel = v.kernel;
@@ -508,7 +434,6 @@ void bench(const char* layout, int E, int I, int topk, int T) {
            floor_us, (t1 + t2) / floor_us);
   }
   decode_set_stage_steps(0);
-  decode_set_consumer_groups(0);
 }
 
 TEST(Sm90DecodeBench, DISABLED_KimiShapes) {

@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -191,86 +190,6 @@ TEST(Sm90GroupedGemm, WarpSpecializedEveryWidth) {
   c3.I = 64;
   run_gemm2_case(c3);
 }
-
-// The warp-specialized kernel's two weight paths, each forced through MXMOE_SM90_WS_TUNE
-// ("lag,max_stages,flags", grouped_gemm.cu): the slot ring (tile_heuristic.h's kWsWeightsInRing,
-// bulk copies on the full barriers) and the registers (flag kWsTuneRegWeights), at lags 2 and 4
-// and with only 4 slots (the ring wraps every 4 steps, so barrier phases flip often). Set
-// kWsRingTested to false (one line) to leave the ring cases out; they skip by themselves when
-// kWsWeightsInRing is false (the launcher never takes the ring then).
-constexpr bool kWsRingTested = true;
-
-struct WsTuneEnv {  // sets MXMOE_SM90_WS_TUNE for one scope
-  explicit WsTuneEnv(const char* v) { setenv("MXMOE_SM90_WS_TUNE", v, 1); }
-  ~WsTuneEnv() { unsetenv("MXMOE_SM90_WS_TUNE"); }
-};
-
-struct WsPath {
-  const char* tune;
-  bool ring;
-};
-class Sm90WsWeights : public ::testing::TestWithParam<WsPath> {};
-
-TEST_P(Sm90WsWeights, EveryWidthAndKimiSizes) {
-  REQUIRE_SM90();
-  if (GetParam().ring && !(kWsWeightsInRing && kWsRingTested)) {
-    GTEST_SKIP() << "SKIPPED: the ring weight path is off (kWsWeightsInRing / kWsRingTested)";
-  }
-  WsTuneEnv env(GetParam().tune);
-  std::vector<int> rows;
-  for (int r : {1, 31, 33, 64, 65, 96, 97, 128, 129, 160, 161, 192, 193, 250, 0, 700}) {
-    rows.push_back(r);
-  }
-  for (bool mx : {false, true}) {
-    Gemm1Case c;  // I = 96: the second consumer of the last pair has no rows (no copies)
-    c.rows = rows;
-    c.I = 96;
-    c.K = 192;
-    c.tile_n = 192;
-    c.mxfp8_out = mx;
-    c.per_expert_beta = true;
-    c.seed = 31 + mx;
-    run_gemm1_case(c);
-  }
-  Gemm2Case c2;
-  c2.rows = rows;
-  c2.H = 192;
-  c2.I = 320;
-  c2.tile_n = 192;
-  c2.seed = 33;
-  run_gemm2_case(c2);
-  Gemm2Case c3 = c2;  // K = 64: one step per tile
-  c3.I = 64;
-  c3.graph = true;    // and replayed from a captured graph
-  run_gemm2_case(c3);
-  if (std::string(GetParam().tune).rfind("2,8,", 0) != 0) return;  // big shapes: default lag only
-  Gemm1Case k1;  // EP16-like shapes, many K steps per tile
-  k1.rows = {1, 0, 230, 17};
-  k1.I = 3072;
-  k1.K = 3584;
-  k1.tile_n = 192;
-  k1.mxfp8_out = true;
-  k1.sample = 6;
-  k1.seed = 35;
-  run_gemm1_case(k1);
-  Gemm2Case k2;
-  k2.rows = {1, 0, 230, 17};
-  k2.H = 3584;
-  k2.I = 3072;
-  k2.tile_n = 192;
-  k2.sample = 6;
-  k2.seed = 36;
-  run_gemm2_case(k2);
-}
-INSTANTIATE_TEST_SUITE_P(Paths, Sm90WsWeights,
-                         ::testing::Values(WsPath{"2,8,0", true}, WsPath{"4,8,0", true},
-                                           WsPath{"2,4,0", true}, WsPath{"2,8,1024", false},
-                                           WsPath{"4,8,1024", false}),
-                         [](const ::testing::TestParamInfo<WsPath>& i) {
-                           std::string n = i.param.ring ? "Ring_" : "Registers_";
-                           for (const char* q = i.param.tune; *q; ++q) n += *q == ',' ? '_' : *q;
-                           return n;
-                         });
 
 TEST(Sm90GroupedGemm, WideScaleRangeAndOddK) {
   // Scale bytes 100..150 exercise the second multiply of scales above 2^1; K = 192 is 3 steps

@@ -22,11 +22,10 @@ constexpr int kSplits[4] = {1, 2, 4, 8};
 constexpr int kReduceCostSteps = 24;
 
 std::atomic<int> g_stage_steps{0};
-std::atomic<int> g_groups{0};
 
-template <int S, int KS, bool kGemm1, int G>
+template <int S, int KS, bool kGemm1>
 auto* kernel_of() {
-  return decode::decode_gemm_kernel<S, KS, kGemm1, G>;
+  return decode::decode_gemm_kernel<S, KS, kGemm1>;
 }
 
 struct Occupancy {
@@ -34,14 +33,13 @@ struct Occupancy {
   int per_sm[4] = {0, 0, 0, 0};
 };
 
-template <bool kGemm1, int S, int KS, int G>
+template <bool kGemm1, int S, int KS>
 cudaError_t setup_one(int* per_sm) {
-  constexpr int kThreads = decode::threads_of<G>();
-  auto* k = kernel_of<S, KS, kGemm1, G>();
-  const int smem = static_cast<int>(decode::Smem<S, KS, G>::kDynamic);
+  auto* k = kernel_of<S, KS, kGemm1>();
+  const int smem = static_cast<int>(decode::Smem<S, KS>::kDynamic);
   cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
-  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, k, kThreads, smem);
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, k, decode::kThreads, smem);
   if (err != cudaSuccess) {
     // Should the query refuse a kernel with compile-time cluster dims, bound the CTAs per SM
     // by shared memory and registers instead.
@@ -57,40 +55,40 @@ cudaError_t setup_one(int* per_sm) {
       return err;
     }
     const int by_smem = smem_sm / (smem + static_cast<int>(fa.sharedSizeBytes) + 1024);
-    const int by_regs = regs_sm / (std::max(fa.numRegs, 1) * kThreads);
+    const int by_regs = regs_sm / (std::max(fa.numRegs, 1) * decode::kThreads);
     *per_sm = std::min(by_smem, by_regs);
   }
   return *per_sm >= 1 ? cudaSuccess : cudaErrorInvalidConfiguration;
 }
 
-template <bool kGemm1, int KS, int G>
+template <bool kGemm1, int KS>
 const Occupancy& occupancy() {
   static Occupancy occ;
   static std::once_flag once;
   std::call_once(once, [] {
-    cudaError_t e = setup_one<kGemm1, 1, KS, G>(&occ.per_sm[0]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, 2, KS, G>(&occ.per_sm[1]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, 4, KS, G>(&occ.per_sm[2]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, 8, KS, G>(&occ.per_sm[3]);
+    cudaError_t e = setup_one<kGemm1, 1, KS>(&occ.per_sm[0]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, 2, KS>(&occ.per_sm[1]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, 4, KS>(&occ.per_sm[2]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, 8, KS>(&occ.per_sm[3]);
     occ.err = e;
   });
   return occ;
 }
 
-template <int S, int KS, bool kGemm1, int G>
+template <int S, int KS, bool kGemm1>
 cudaError_t launch_split(const KernelArgs& a, int64_t tile_bound, int slots,
                          cudaStream_t stream) {
   // Persistent clusters: as many as fit at once, but no more than the tiles can use.
   const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(slots / S, tile_bound));
   const dim3 grid(static_cast<unsigned>(clusters * S));
-  return pdl::launch_pdl(kernel_of<S, KS, kGemm1, G>(), grid, dim3(decode::threads_of<G>()),
-                         decode::Smem<S, KS, G>::kDynamic, stream, a);
+  return pdl::launch_pdl(kernel_of<S, KS, kGemm1>(), grid, dim3(decode::kThreads),
+                         decode::Smem<S, KS>::kDynamic, stream, a);
 }
 
-template <bool kGemm1, int KS, int G>
+template <bool kGemm1, int KS>
 cudaError_t launch_ks(const KernelArgs& a, int split_k, int rows, int num_sms,
                       cudaStream_t stream) {
-  const Occupancy& occ = occupancy<kGemm1, KS, G>();
+  const Occupancy& occ = occupancy<kGemm1, KS>();
   if (occ.err != cudaSuccess) return occ.err;
   int slots[4];
   for (int i = 0; i < 4; ++i) slots[i] = num_sms * occ.per_sm[i];
@@ -100,30 +98,17 @@ cudaError_t launch_ks(const KernelArgs& a, int split_k, int rows, int num_sms,
   const int64_t tile_bound = static_cast<int64_t>(m_tiles) *
                              (std::min(a.num_experts, a.max_rows) + a.max_rows / decode::kBN);
   switch (S) {
-    case 1: return launch_split<1, KS, kGemm1, G>(a, tile_bound, slots[0], stream);
-    case 2: return launch_split<2, KS, kGemm1, G>(a, tile_bound, slots[1], stream);
-    case 4: return launch_split<4, KS, kGemm1, G>(a, tile_bound, slots[2], stream);
-    default: return launch_split<8, KS, kGemm1, G>(a, tile_bound, slots[3], stream);
+    case 1: return launch_split<1, KS, kGemm1>(a, tile_bound, slots[0], stream);
+    case 2: return launch_split<2, KS, kGemm1>(a, tile_bound, slots[1], stream);
+    case 4: return launch_split<4, KS, kGemm1>(a, tile_bound, slots[2], stream);
+    default: return launch_split<8, KS, kGemm1>(a, tile_bound, slots[3], stream);
   }
-}
-
-template <bool kGemm1, int KS>
-cudaError_t launch_groups(const KernelArgs& a, int split_k, int rows, int num_sms,
-                          cudaStream_t stream) {
-  const int g = g_groups.load(std::memory_order_relaxed);
-  return (g != 0 ? g : kDecodeConsumerGroups) == 2
-             ? launch_ks<kGemm1, KS, 2>(a, split_k, rows, num_sms, stream)
-             : launch_ks<kGemm1, KS, 1>(a, split_k, rows, num_sms, stream);
 }
 
 }  // namespace
 
 void decode_set_stage_steps(int ks) {
   g_stage_steps.store(ks == 1 || ks == 2 || ks == 4 ? ks : 0, std::memory_order_relaxed);
-}
-
-void decode_set_consumer_groups(int groups) {
-  g_groups.store(groups == 1 || groups == 2 ? groups : 0, std::memory_order_relaxed);
 }
 
 int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]) {
@@ -140,10 +125,6 @@ int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int
     // fitted to the H200 runs (EP16 T=1: 96 clusters of 4 did not run in one wave of 3 x 132).
     const int64_t per_wave = S == 1 ? slots[0] : std::max<int64_t>(1, slots[i] * 3 / (4 * S));
     const int64_t waves = (tiles + per_wave - 1) / per_wave;
-    // Two consumer groups change the inputs, not the rule: their occupancy (2 CTAs per SM at
-    // KS = 2 instead of 3) gives fewer slots, so fewer tiles already fill the device and no
-    // split is taken. The reduction cost is kept in the one-group fit's units (not rescaled
-    // by G: not yet measured with two groups; the bench's g2 s1/s2/s4 rows will refit it).
     const int64_t cost = waves * ((KT + S - 1) / S) + (S > 1 ? kReduceCostSteps : 0);
     if (best_cost < 0 || cost < best_cost) best = S, best_cost = cost;
   }
@@ -173,9 +154,9 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
   }
   const int ks = g_stage_steps.load(std::memory_order_relaxed);
   switch (ks != 0 ? ks : kDecodeStageSteps) {
-    case 1: *err = launch_groups<kGemm1, 1>(a, g.split_k, rows, num_sms, stream); break;
-    case 2: *err = launch_groups<kGemm1, 2>(a, g.split_k, rows, num_sms, stream); break;
-    default: *err = launch_groups<kGemm1, 4>(a, g.split_k, rows, num_sms, stream); break;
+    case 1: *err = launch_ks<kGemm1, 1>(a, g.split_k, rows, num_sms, stream); break;
+    case 2: *err = launch_ks<kGemm1, 2>(a, g.split_k, rows, num_sms, stream); break;
+    default: *err = launch_ks<kGemm1, 4>(a, g.split_k, rows, num_sms, stream); break;
   }
   return true;
 }

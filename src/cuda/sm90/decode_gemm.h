@@ -26,20 +26,12 @@ constexpr int kDecodeMaxMeanRows = 8;
 constexpr int kDecodeStageSteps = 2;
 // Timing / test knob: force 1, 2 or 4 steps per stage for later launches (0 = the default).
 void decode_set_stage_steps(int ks);
-// Consumer groups per CTA (decode_gemm_kernel.cuh): 2 = 8 consumer warps taking alternate ring
-// stages, partials added in smem (d_0 + d_1, fixed order); 1 = the 4-warp kernel measured in
-// bench/NOTES.md D (kept reachable through decode_set_consumer_groups(1) and tested both ways).
-// Set to 1 to go back to the one-group kernel.
-constexpr int kDecodeConsumerGroups = 2;
-// Timing / test knob: force 1 or 2 consumer groups for later launches (0 = the default).
-void decode_set_consumer_groups(int groups);
 
 // The K split (1, 2 or 4 CTAs of a cluster per tile; 8 only when forced) for m_tiles 64-row
 // weight tiles, KT 64-wide K steps, at most max_rows pair rows over num_experts experts, when
 // slots[i] CTAs of split 2^i fit on the device at once: 1 when the tiles fill the slots, else
 // the smallest split of the least predicted time, (waves of clusters) x (K steps per CTA) + a
-// fixed reduction cost, with 3/4 of the slots usable by clusters. The slots come from the
-// launched kernel's occupancy (fewer CTAs per SM with two consumer groups: fewer splits).
+// fixed reduction cost, with 3/4 of the slots usable by clusters.
 int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]);
 
 // When problem g is the decode kernel's (g.kernel == kGemmDecode, or kGemmAuto with a 16-token

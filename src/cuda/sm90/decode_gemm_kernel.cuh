@@ -6,16 +6,14 @@
 // T=1, a few us at the copy rate), and the tiled kernel keeps ~5 KB per CTA in flight on 96 / 56
 // CTAs: latency-bound. Here the bytes in flight per SM are NS x KS x 2.2 KB per CTA x several
 // CTAs, and a tile's K is split over a cluster of S CTAs when tiles are few.
-// Measured with one consumer group (H200, bench/NOTES.md D; two groups, below, not yet measured):
-// EP16 T=1 GEMM1+GEMM2 ~31 us (tiled kernel 60), T=64 366 us (1.8 TB/s, 2.15x the copy floor):
-// bound by the consumers' issue rate (FP4 expansion + mma.sync per 64-K step with ~3 warps per
-// scheduler), not by the bytes in flight.
+// Measured (H200, bench/NOTES.md D): EP16 T=1 GEMM1+GEMM2 ~31 us (tiled kernel 60), T=64 366 us
+// (1.8 TB/s, 2.15x the copy floor): bound by the consumers' issue rate (FP4 expansion + mma.sync
+// per 64-K step with ~3 warps per scheduler), not by the bytes in flight.
 //
 // Algorithm (swap-AB as in grouped_gemm_kernel.cuh): C^T[64 weight rows, 16 tokens] per tile.
-//  - CTA = G groups of 4 consumer warps (warp w of a group owns weight rows 16 w .. 16 w + 15 of
-//    the tile) + 1 producer warp. Per KS 64-K steps the producer issues cp.async.bulk copies
-//    into ring stage it % NS: the tile's KS x 2048 contiguous bytes of prepacked FP4 fragments +
-//    KS x 128 bytes of scales
+//  - CTA = 4 consumer warps (warp w owns weight rows 16 w .. 16 w + 15 of the tile) + 1 producer
+//    warp. Per KS 64-K steps the producer issues cp.async.bulk copies into ring stage it % NS:
+//    the tile's KS x 2048 contiguous bytes of prepacked FP4 fragments + KS x 128 bytes of scales
 //    (mxfp4_fragment.h: fragment order mt, kb, thread: consecutive steps are contiguous), and one
 //    KS x 128-byte copy per valid token row of the activations (row-major, pitch KS x 128 + 16 B:
 //    ldmatrix rows then hit 8 distinct bank groups).
@@ -40,20 +38,10 @@
 //    the next tile while the consumers finish the current one (the ring never drains).
 //  - Epilogues: the tiled kernel's, for BN = 16 (same situ_glu, same MX block = the tile's 32
 //    intermediates of a token, same staging and 16-byte stores), so the numerics are identical.
-//  - Consumer groups (G = 1 or 2, decode_gemm.h kDecodeConsumerGroups): with G = 2 a CTA has 8
-//    consumer warps in two groups of 4; group c takes the ring iterations it with it % 2 == c
-//    (the producer's global stage counter, so with an even ring depth NS each stage always
-//    belongs to the same group: its full / empty phases advance exactly as with G = 1, empty
-//    counts one group's 4 warps). Why: the first two runs showed one group's dependent chain
-//    (ld.shared -> FP4 expansion -> 8 mma.sync, ~317 cycles per step per SM) as the limit; two
-//    groups walk a tile's K steps in half the time. At a tile's end group 1 hands its fp32
-//    partial to group 0 through smem (named barriers 2 / 3), group 0 adds it (d = d_0 + d_1,
-//    always this order: bit-identical run to run for a given grid) before the cluster reduction
-//    and the epilogue, which group 0 alone runs.
-//  - Waits are bounded (kWaitCycles, ~10 s): a bug trips __trap (a launch error the tests see)
-//    instead of hanging the GPU; the bound is only evaluated while spinning.
 // Limitations: BN = 16 only; num_experts <= kDecodeMaxExperts (the tile prefix is in smem);
-//   S in {1, 2, 4, 8} (portable cluster sizes); KS in {1, 2, 4}; G in {1, 2}.
+//   S in {1, 2, 4, 8} (portable cluster sizes); KS in {1, 2, 4}; one consumer warp per 16 rows,
+//   so a lone CTA's math is latency-bound (the next step: a second consumer group taking every
+//   other stage, reduced in smem).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -72,11 +60,8 @@
 namespace mxmoe::sm90::decode {
 
 constexpr int kBN = 16;                  // tokens per tile
-constexpr int kConsumers = 128;          // 4 consumer warps per group
-// G consumer groups + 1 producer warp.
-template <int G>
-constexpr int threads_of() { return G * kConsumers + 32; }
-constexpr long long kWaitCycles = 1ll << 34;  // ~10 s at 1.7 GHz: only a bug waits this long
+constexpr int kConsumers = 128;          // 4 consumer warps
+constexpr int kThreads = kConsumers + 32;  // + 1 producer warp
 constexpr int kMaxExperts = 1024;        // tile prefix capacity (Kimi: at most 896 per GPU)
 constexpr int kWBytes = kWarpgroup * kFragBytes;        // 2048 per 64-K step
 constexpr int kSBytes = kRowPairs * kFragScaleBytes;    // 128 per 64-K step
@@ -97,18 +82,16 @@ struct Ring {
 };
 
 // Shared-memory carve-up (offsets from a 128-byte aligned base).
-template <int S, int KS, int G = 1>
+template <int S, int KS>
 struct Smem {
   static constexpr int kStages = Ring<KS>::kStages;
-  static_assert(kStages % G == 0, "each ring stage must belong to one consumer group");
   static constexpr int kRing = 0;
   static constexpr int kRed = kRing + kStages * Ring<KS>::kStageBytes;  // (S - 1) partials, rank 0
-  static constexpr int kGrp = kRed + (S - 1) * kPartBytes;  // group 1's partial (G = 2)
-  static constexpr int kOut = kGrp + (G - 1) * kPartBytes;
+  static constexpr int kOut = kRed + (S - 1) * kPartBytes;
   static constexpr int kAmax = kOut + kStageOutBytes;         // [4 warps][16]
   static constexpr int kPrefix = kAmax + 4 * kBN * 4;         // [kMaxExperts + 1]
-  static constexpr int kWarpSum = kPrefix + (kMaxExperts + 1) * 4 + 4;  // [10]: a warp's sum
-  static constexpr int kBar = (kWarpSum + 10 * 4 + 7) & ~7;   // full[NS], empty[NS], red x2
+  static constexpr int kWarpSum = kPrefix + (kMaxExperts + 1) * 4 + 4;  // [8]
+  static constexpr int kBar = (kWarpSum + 8 * 4 + 7) & ~7;    // full[NS], empty[NS], red x2
   static constexpr int kEnd = kBar + (2 * kStages + 2) * 8;
   static constexpr size_t kDynamic = kEnd + 128;              // + alignment slack
 };
@@ -144,22 +127,13 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
   return ok != 0;
 }
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  if (mbar_try_wait(bar, parity)) return;
-  const long long t0 = clock64();
   while (!mbar_try_wait(bar, parity)) {
-    if (clock64() - t0 > kWaitCycles) __trap();  // a lost phase: fail loudly, never hang
   }
 }
 // Acquire at cluster scope: remote writes released by other CTAs' arrives become visible.
 __device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
   uint32_t ok = 0;
-  long long t0 = -1;
   while (!ok) {
-    if (t0 < 0) {
-      t0 = clock64();
-    } else if (clock64() - t0 > kWaitCycles) {
-      __trap();  // a lost phase: fail loudly, never hang
-    }
     asm volatile(
         "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
         "selp.u32 %0, 1, 0, p;\n}\n"
@@ -230,30 +204,14 @@ __device__ __forceinline__ void st_cluster_v4(uint32_t local_addr, uint32_t rank
       "r"(rank), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
       : "memory");
 }
-// Named barrier of the 128 consumer threads of group 0 (the epilogue's; group 1 and the
-// producer warp never join it).
+// Named barrier of the 128 consumer threads (the producer warp never joins it).
 __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
 }
-// Group hand-off (G = 2), 256 threads each: barrier 2 = group 1's partial is in smem (group 1
-// arrives, group 0 syncs), barrier 3 = group 0 has read it (group 0 arrives, group 1 syncs
-// before writing the next one). bar.arrive orders the arriving thread's earlier shared-memory
-// writes before the completion (PTX: prior accesses are performed relative to all participants).
-// bar.sync / bar.arrive are .aligned: the __syncwarp makes sure the warp arrives converged.
-__device__ __forceinline__ void group_bar_sync(int id) {
-  __syncwarp();
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(2 * kConsumers) : "memory");
-}
-__device__ __forceinline__ void group_bar_arrive(int id) {
-  __syncwarp();
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(2 * kConsumers) : "memory");
-}
 
-// sPrefix[e] = tiles of experts < e, sPrefix[E] = total; all kThreads threads (at most 10 warps).
-template <int kThreads>
+// sPrefix[e] = tiles of experts < e, sPrefix[E] = total; all kThreads threads.
 __device__ __forceinline__ void build_prefix(const KernelArgs& p, int m_tiles, int* sPrefix,
                                              int* sWarp) {
-  static_assert(kThreads <= 32 * 10, "sWarp holds 10 warp sums");
   const int tid = threadIdx.x, E = p.num_experts;
   const int chunk = (E + kThreads - 1) / kThreads;
   const int e0 = min(E, tid * chunk), e1 = min(E, e0 + chunk);
@@ -302,18 +260,10 @@ __device__ __forceinline__ TileInfo tile_info(const KernelArgs& p, const int* sP
   return {lo, u / n_tok, begin + rt * kBN, min(kBN, rows - rt * kBN)};
 }
 
-// CTAs per SM the register allocation must allow (__launch_bounds__): 3 for two groups at
-// KS = 1 (71 registers unbounded, but 16 B of spills in two instances; 3 x 288 threads fit);
-// none at KS = 2 (72 registers would spill ~100 B in the K loop: 93 registers, 2 CTAs per SM).
-template <int G, int KS>
-constexpr int kMinBlocks = G == 2 && KS == 1 ? 3 : 1;
-
-template <int S, int KS, bool kGemm1, int G = 1>
-__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(threads_of<G>(), kMinBlocks<G, KS>)
+template <int S, int KS, bool kGemm1>
+__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     decode_gemm_kernel(const KernelArgs p) {
-  static_assert(G == 1 || G == 2, "one or two consumer groups");
-  constexpr int kThreads = threads_of<G>();
-  using L = Smem<S, KS, G>;
+  using L = Smem<S, KS>;
   using R = Ring<KS>;
   constexpr int kStages = R::kStages, kStageBytes = R::kStageBytes, kActPitch = R::kActPitch;
   extern __shared__ uint8_t smem_raw[];
@@ -346,13 +296,12 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(threads_of<G>(), kMi
   }
   // Everything below reads what earlier kernels of the chain wrote (offsets, rows, activations).
   pdl::wait();
-  // build_prefix's __syncthreads also publishes the mbarriers.
-  build_prefix<kThreads>(p, m_tiles, sPrefix, sWarp);
+  build_prefix(p, m_tiles, sPrefix, sWarp);  // its __syncthreads also publishes the mbarriers
   if constexpr (S > 1) cluster_sync_all();   // peers' barriers exist before any remote arrive
   const int total = sPrefix[p.num_experts];
   const int64_t mk = static_cast<int64_t>(p.M) * p.K;
 
-  if (warp == 4 * G) {
+  if (warp == 4) {
     // ================= producer warp =================
     const uint64_t policy = evict_first_policy();
     uint32_t it = 0;
@@ -392,21 +341,17 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(threads_of<G>(), kMi
   }
 
   // ================= consumer warps =================
-  // grp: consumer group; ctid / cwarp: thread / warp within it (group 0's equal tid / warp).
-  const int grp = warp >> 2, ctid = tid & (kConsumers - 1), cwarp = warp & 3;
   const int g = lane >> 2, t = lane & 3;
   // ldmatrix.x4 row addresses: matrix m = lane / 8 covers tokens 8 (m / 2) + (lane % 8), k half m % 2.
   const uint32_t lm_off = ((lane >> 4) * 8 + (lane & 7)) * kActPitch + ((lane >> 3) & 1) * 16;
   uint32_t it = 0;
-  int n_red = 0;   // split tiles done (parity of the red barriers)
-  int n_hand = 0;  // tiles group 1 handed to group 0 (G = 2)
+  int n_red = 0;  // split tiles done (parity of the red barriers)
   for (int tile = cid; tile < total; tile += nclu) {
     const TileInfo ti = tile_info(p, sPrefix, tile);
     float d[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) d[i] = 0.0f;
     for (int kb = 0; kb < nk; kb += KS, ++it) {
-      if (G > 1 && static_cast<int>(it % G) != grp) continue;  // the other group's stage
       const int n = min(KS, nk - kb);  // steps in this stage
       const int s = it % kStages;
       mbar_wait(bar_full + 8 * s, (it / kStages) & 1);
@@ -418,9 +363,9 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(threads_of<G>(), kMi
 #pragma unroll
       for (int j = 0; j < KS; ++j) {
         if (j < n) {
-          q[j] = *reinterpret_cast<const uint4*>(stage + j * kWBytes + ctid * kFragBytes);
+          q[j] = *reinterpret_cast<const uint4*>(stage + j * kWBytes + tid * kFragBytes);
           sc[j] = *reinterpret_cast<const uint32_t*>(stage + KS * kWBytes + j * kSBytes +
-                                                     (8 * cwarp + g) * kFragScaleBytes);
+                                                     (8 * warp + g) * kFragScaleBytes);
 #pragma unroll
           for (int i = 0; i < 4; ++i) ldmatrix_x4(act + 128 * j + 32 * i, b[j][i]);
         }
@@ -439,26 +384,6 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(threads_of<G>(), kMi
           }
         }
       }
-    }
-
-    if constexpr (G > 1) {
-      // Group 1's partial to group 0, which adds it: d = d_0 + d_1 (fixed order).
-      float4* slot = reinterpret_cast<float4*>(smem + L::kGrp + ctid * 32);
-      if (grp == 1) {
-        if (n_hand > 0) group_bar_sync(3);  // group 0 has read the previous one
-        slot[0] = make_float4(d[0], d[1], d[2], d[3]);
-        slot[1] = make_float4(d[4], d[5], d[6], d[7]);
-        group_bar_arrive(2);
-        ++n_hand;
-        continue;  // group 0 reduces and stores the tile
-      }
-      group_bar_sync(2);
-      const float4 x0 = slot[0], x1 = slot[1];
-      d[0] += x0.x; d[1] += x0.y; d[2] += x0.z; d[3] += x0.w;
-      d[4] += x1.x; d[5] += x1.y; d[6] += x1.z; d[7] += x1.w;
-      // Group 1 syncs on barrier 3 only before a next tile's hand-off: arrive only then, so no
-      // barrier is left half-complete at exit.
-      if (tile + nclu < total) group_bar_arrive(3);
     }
 
     if constexpr (S > 1) {

@@ -65,19 +65,15 @@ WsTune ws_tune() {
         st >= lag + 2 && st <= kWsMaxStages) {
       t.lag = lag;
       t.max_stages = st;
-      t.flags = fl & (kWsTuneNoLoad | kWsTuneNoExpand | kWsTuneRegWeights);
+      t.flags = fl & (kWsTuneNoLoad | kWsTuneNoExpand);
     }
   }
   return t;
 }
 
-// Weights through the slot ring (tile_heuristic.h's kWsWeightsInRing) unless the tune flag
-// kWsTuneRegWeights asks for the register path or w_scales is not a valid bulk-copy source.
 template <bool kGemm1>
 cudaError_t launch_ws(const KernelArgs& a, int cap, int num_sms, cudaStream_t stream) {
   const WsTune tune = ws_tune();
-  bool ring = kWsWeightsInRing && (tune.flags & kWsTuneRegWeights) == 0 &&
-              aligned16(a.w_packed) && aligned16(a.w_scales);
   const int64_t max_units = a.max_rows / cap + a.num_experts + 1;
   int dev = 0, optin = 0;
   cudaError_t err = cudaGetDevice(&dev);
@@ -85,19 +81,13 @@ cudaError_t launch_ws(const KernelArgs& a, int cap, int num_sms, cudaStream_t st
   err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
   if (err != cudaSuccess) return err;
   const int64_t room = static_cast<int64_t>(optin) - static_cast<int64_t>(ws_fixed_smem_bytes(max_units));
-  auto stages_for = [&](bool r) {
-    return std::min<int64_t>(tune.max_stages,
-                             room / static_cast<int64_t>(ws_stage_smem_bytes(cap, r)));
-  };
-  // A ring slot is 4.25 KB larger: where too few of those fit, the register path may still.
-  if (ring && stages_for(true) < tune.lag + 2) ring = false;
-  const int64_t stages = stages_for(ring);
+  const int64_t stages =
+      std::min<int64_t>(tune.max_stages, room / static_cast<int64_t>(ws_stage_smem_bytes(cap)));
   if (max_units > (int64_t{1} << 30) || stages < tune.lag + 2) {
     return launch_tiles<128, kGemm1>(a, num_sms, stream);
   }
-  const size_t smem = ws_fixed_smem_bytes(max_units) + stages * ws_stage_smem_bytes(cap, ring);
-  auto* kernel =
-      ring ? grouped_gemm_ws_kernel<kGemm1, true> : grouped_gemm_ws_kernel<kGemm1, false>;
+  const size_t smem = ws_fixed_smem_bytes(max_units) + stages * ws_stage_smem_bytes(cap);
+  auto* kernel = grouped_gemm_ws_kernel<kGemm1>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err != cudaSuccess) return err;
   const int64_t m2_tiles = (a.M / kTileM + 1) / 2;
@@ -105,7 +95,7 @@ cudaError_t launch_ws(const KernelArgs& a, int cap, int num_sms, cudaStream_t st
   if (grid < 1) return cudaSuccess;
   err = pdl::launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(kWsThreads), smem, stream,
                         a, cap, static_cast<int>(stages), static_cast<int>(max_units),
-                        tune.lag | (tune.flags & ~kWsTuneRegWeights));
+                        tune.lag | tune.flags);
   return err != cudaSuccess ? err : cudaGetLastError();
 }
 

@@ -12,11 +12,8 @@
 //    proxy fence so wgmma's async proxy sees the bytes) arrives on full[slot] (128 arrivals).
 //  - warpgroups 1 and 2, the consumers (setmaxnreg up to 224): a CTA tile is 128 weight rows =
 //    two 64-row weight tiles (mt = 2 m2 + consumer), both over the same activation slot. Each
-//    consumer gets its own prepacked MXFP4 fragments either from the slot (kRing, the default:
-//    the producer's thread 0 bulk-copies both consumers' 2048 + 128 B per step into the slot's
-//    weight area, completing on the same full barrier, so weights are prefetched as deep as the
-//    ring) or into registers two K steps ahead (the register path: the last two steps of a tile
-//    already fetch the next tile's first two), expands them to BF16
+//    consumer streams its own prepacked MXFP4 fragments into registers two K steps ahead (the
+//    last two steps of a tile already fetch the next tile's first two), expands them to BF16
 //    (expand_fragment) and issues 4 wgmma m64nNk16 (RS) per 64-K step; after wgmma.wait_group 1
 //    the previous step's slot is free: one arrival per warp on empty[slot] (8 per phase). The
 //    two consumers are not synchronized with each other, so one converts while the tensor core
@@ -38,8 +35,7 @@
 //  intermediates spans the consumer's 4 warps: shuffles, then shared memory and a named barrier
 //  of that consumer's 128 threads.
 // Limitations: the activation tile is gathered by cp.async (no TMA, since GEMM1's rows are
-//  scattered through act_row); the ring path needs 16-byte aligned w_packed / w_scales (the
-//  launcher takes the register path otherwise) and 4.25 KB more per slot; the unit list needs
+//  scattered through act_row); weights go to registers (no smem staging); the unit list needs
 //  max_rows / cap + num_experts ints of shared memory (the launcher falls back to
 //  grouped_gemm_kernel.cuh when it does not fit with kWsMinStages slots).
 #pragma once
@@ -53,7 +49,6 @@
 #include "sm90/grouped_gemm_kernel.cuh"
 #include "sm90/mxfp4_fragment.h"
 #include "sm90/ptx.cuh"
-#include "sm90/tile_heuristic.h"
 #include "smxx/mxfp8_device.cuh"
 #include "smxx/pdl.cuh"
 
@@ -84,19 +79,7 @@ constexpr int kWsAmaxBytes = 2 * 4 * kWsMaxTileN * 4;  // [consumer][warp][token
 inline size_t ws_fixed_smem_bytes(int64_t max_units) {
   return 1024 + kWsAmaxBytes + kWsScanInts * 4 + static_cast<size_t>(max_units) * 4;
 }
-// Weights in the ring (kRing, tile_heuristic.h's kWsWeightsInRing): each slot also has a weight
-// area after all activation slots (which keep their 1024-byte alignment for the swizzle):
-// [consumer 0 packed 2048 B][consumer 1 packed 2048 B][consumer 0 scales 128 B][consumer 1
-// scales 128 B], each piece one contiguous run of the prepacked order (mxfp4_fragment.h), so a
-// step is at most 4 bulk copies; every offset and size is a multiple of 16.
-constexpr int kWsWQBytes = kWarpgroup * kFragBytes;       // 2048
-constexpr int kWsWSBytes = kRowPairs * kFragScaleBytes;   // 128
-constexpr int kWsWeightSlotBytes = 2 * (kWsWQBytes + kWsWSBytes);
-static_assert(kWsWQBytes % 16 == 0 && kWsWSBytes % 16 == 0 && kWsWeightSlotBytes % 16 == 0,
-              "bulk copies need 16-byte multiples");
-inline size_t ws_stage_smem_bytes(int cap, bool ring) {
-  return static_cast<size_t>(cap) * 128 + 16 + (ring ? kWsWeightSlotBytes : 0);
-}
+inline size_t ws_stage_smem_bytes(int cap) { return static_cast<size_t>(cap) * 128 + 16; }
 
 struct WsTile {
   int e, p0, nrows, ncls, m2;
@@ -206,47 +189,18 @@ __device__ __forceinline__ WsTile ws_decode(const KernelArgs& p, const int* sUni
   return T;
 }
 
-// The waits of the ring path trap after ~17 s (ptx.cuh) instead of hanging: it first ran in
-// one verification call. The register path keeps its plain waits (and its measured code).
-template <bool kTrap>
-__device__ __forceinline__ void ws_wait(uint32_t bar, uint32_t parity) {
-  if constexpr (kTrap) {
-    ptx::mbar_wait_or_trap(bar, parity);
-  } else {
-    ptx::mbar_wait(bar, parity);
-  }
-}
-
 // ---- producer warpgroup: activation slots ----
-// kRing: thread 0 also arrives once per fill with expect_tx (the full barriers count 129) and
-// issues the fill's weight bulk copies, which complete on the same full barrier; the activation
-// arrivals stay kLag steps behind as before. The bytes land in the async proxy and are read with
-// ld.shared after the consumers' full wait (the mbarrier completion makes them visible).
-template <int kLag, bool kRing>
+template <int kLag>
 __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int stages, bool load,
                                             const int* sUnits, int total, int m2_tiles, int KT,
-                                            uint32_t slots, uint32_t full, uint32_t empty,
-                                            uint32_t wslots) {
+                                            uint32_t slots, uint32_t full, uint32_t empty) {
   const int tid = threadIdx.x;  // 0..127
   const int chunk = tid & 7, r0 = tid >> 3;
   const uint32_t stage_bytes = cap * 128;
   const uint4* act4 = reinterpret_cast<const uint4*>(p.act);
   int slot = 0, phase = 0, lag_slot = 0, pending = 0;
-  const int m_tiles = p.M / kTileM;
-  const int64_t mk = static_cast<int64_t>(p.M) * p.K;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
     const WsTile T = ws_decode(p, sUnits, cap, m2_tiles, tile);
-    // kRing: the two consumers' weight runs of this tile (step 0; step kb adds kb runs).
-    // Consumer 1's runs start KT steps after consumer 0's (tile mt + 1 follows mt).
-    const uint8_t* wq = nullptr;
-    const uint8_t* wsc = nullptr;
-    int ncons = 0;  // consumers with weight rows: 1 or 2 (the one past the matrix gets no copy)
-    if constexpr (kRing) {
-      const int mt = 2 * T.m2;
-      wq = p.w_packed + T.e * (mk / 2) + static_cast<int64_t>(mt) * KT * kWsWQBytes;
-      wsc = p.w_scales + T.e * (mk / 32) + static_cast<int64_t>(mt) * KT * kWsWSBytes;
-      ncons = mt + 1 < m_tiles ? 2 : 1;
-    }
     // this thread's rows r0 + 16 i, as offsets in 16-byte units (x_stride % 8 == 0)
     uint32_t off[kWsMaxTileN / 16];
     uint32_t valid = 0;
@@ -261,22 +215,8 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
       }
     }
     for (int kb = 0; kb < KT; ++kb) {
-      ws_wait<kRing>(empty + 8 * slot, phase ^ 1);
+      ptx::mbar_wait(empty + 8 * slot, phase ^ 1);
       const uint32_t base = slots + slot * stage_bytes;
-      if constexpr (kRing) {
-        if (tid == 0) {  // every fill: one arrival (its byte count may be 0), then the copies
-          const uint32_t bar = full + 8 * slot, w = wslots + slot * kWsWeightSlotBytes;
-          ptx::mbar_arrive_expect_tx(bar, load ? ncons * (kWsWQBytes + kWsWSBytes) : 0);
-          if (load) {
-            for (int cw = 0; cw < ncons; ++cw) {
-              const int64_t step = static_cast<int64_t>(cw) * KT + kb;
-              ptx::bulk_g2s(w + cw * kWsWQBytes, wq + step * kWsWQBytes, kWsWQBytes, bar);
-              ptx::bulk_g2s(w + 2 * kWsWQBytes + cw * kWsWSBytes, wsc + step * kWsWSBytes,
-                            kWsWSBytes, bar);
-            }
-          }
-        }
-      }
 #pragma unroll
       for (int i = 0; i < kWsMaxTileN / 16; ++i) {
         const int r = r0 + 16 * i;
@@ -312,9 +252,7 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
 // One tile of wgmma width N (a multiple of 32): its own N / 2 accumulators, so every width
 // gets an exact register allocation (one shared 128-register array made ptxas serialize the
 // wgmmas), then the epilogue.
-// kRing: the step's fragments come from the slot (ld.shared, 16 B + 4 B per thread) instead of
-// the registers fetched two steps earlier.
-template <int N, bool kGemm1, bool kRing>
+template <int N, bool kGemm1>
 struct WsTileRunner {
   template <typename Ctx>
   static __device__ __forceinline__ void run(Ctx& c, const WsTile& T) {
@@ -329,17 +267,9 @@ struct WsTileRunner {
     // next tile's first steps), 4 wgmmas on the slot, then free the previous step's slot.
     auto step = [&](int kb, auto buf) {
       constexpr int B = decltype(buf)::value;
-      ws_wait<kRing>(c.full + 8 * c.slot, c.phase);
-      if constexpr (kRing) {
-        const uint32_t w = c.wslots + c.slot * kWsWeightSlotBytes;
-        const uint4 q = ptx::ld_shared_v4(w + c.wq_off);
-        const uint32_t sc = ptx::ld_shared_u32(w + c.ws_off);
-        if (c.expand) expand_fragment(q, sc, a[B]);
-      } else {
-        if (c.expand) expand_fragment(c.rq[B], c.rs[B], a[B]);
-      }
-      if constexpr (kRing) {
-      } else if (kb + 2 < KT) {
+      ptx::mbar_wait(c.full + 8 * c.slot, c.phase);
+      if (c.expand) expand_fragment(c.rq[B], c.rs[B], a[B]);
+      if (kb + 2 < KT) {
         c.rq[B] = ptx::ld_stream_v4(c.wq + (kb + 2) * c.kQStep);
         c.rs[B] = ptx::ld_stream_u32(c.ws + (kb + 2) * c.kSStep);
       } else if (c.nact) {  // the next tile's step kb + 2 - KT lands in the same buffer parity
@@ -404,18 +334,9 @@ struct WsTileRunner {
 #pragma unroll
         for (int i = 0; i < N / 4; ++i) {
           const int col = 8 * (i >> 1) + 2 * t + (i & 1);
-          float a4[4];
-          if constexpr (kRing) {  // ordered loads: ptxas may not hoist all 4 x N / 4 of them
-            const uint32_t base = ptx::smem_addr(sAmax + col);
-#pragma unroll
-            for (int w = 0; w < 4; ++w) {
-              a4[w] = __uint_as_float(ptx::ld_shared_u32(base + 4 * kWsMaxTileN * w));
-            }
-          } else {
-#pragma unroll
-            for (int w = 0; w < 4; ++w) a4[w] = sAmax[w * kWsMaxTileN + col];
-          }
-          const float amax = fmaxf(fmaxf(a4[0], a4[1]), fmaxf(a4[2], a4[3]));
+          const float amax =
+              fmaxf(fmaxf(sAmax[col], sAmax[kWsMaxTileN + col]),
+                    fmaxf(sAmax[2 * kWsMaxTileN + col], sAmax[3 * kWsMaxTileN + col]));
           // formats.h's scale rule, code and value, bit for bit (smxx/mxfp8_device.cuh).
           v[i] = smxx::mxfp8_fake_quantize(v[i], smxx::mxfp8_exponent(amax));  // exact in BF16
         }
@@ -450,7 +371,6 @@ struct WsConsumerCtx {
   const KernelArgs& p;
   int KT, cw, warp, lane;
   uint32_t slots, full, empty, stage_bytes;
-  uint32_t wslots = 0, wq_off = 0, ws_off = 0;  // kRing: weight areas, this thread's offsets
   int stages, slot = 0, phase = 0;
   float* sAmax;
   static constexpr int kQStep = kWarpgroup * kFragBytes, kSStep = kRowPairs * kFragScaleBytes;
@@ -469,11 +389,11 @@ struct WsConsumerCtx {
   }
 };
 
-template <bool kGemm1, bool kRing>
+template <bool kGemm1>
 __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int stages,
                                             const int* sUnits, int total, int m2_tiles, int KT,
                                             uint32_t slots, uint32_t full, uint32_t empty,
-                                            uint32_t wslots, float* sAmaxAll, int tune) {
+                                            float* sAmaxAll, int tune) {
   WsConsumerCtx c(p);
   c.expand = (tune & kWsTuneNoExpand) == 0;
   c.cw = threadIdx.x / kWarpgroup - 1;  // 0 or 1
@@ -488,9 +408,6 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   c.stages = stages;
   c.sAmax = sAmaxAll + c.cw * 4 * kWsMaxTileN;
   const int m_tiles = p.M / kTileM, g = c.lane >> 2;
-  c.wslots = wslots;
-  c.wq_off = c.cw * kWsWQBytes + tid * kFragBytes;
-  c.ws_off = 2 * kWsWQBytes + c.cw * kWsWSBytes + (8 * c.warp + g) * kFragScaleBytes;
   const int64_t mk = static_cast<int64_t>(p.M) * p.K;
 
   // This consumer's weight fragments of tile T (false: its 64-row tile is past the matrix).
@@ -516,12 +433,12 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
       if (T.ncls < N) return;  // the next (narrower) loop continues with this tile
       const bool active = weights_of(T, &c.wq, &c.ws);
       const int next = tile + gridDim.x;
-      c.nact = !kRing && next < total && KT >= 2 &&
+      c.nact = next < total && KT >= 2 &&
                weights_of(ws_decode(p, sUnits, cap, m2_tiles, next), &c.nq, &c.ns);
       if (!active) {
         // No weight rows here: keep the barrier counts (wait for each fill, free it at once).
         for (int kb = 0; kb < KT; ++kb) {
-          ws_wait<kRing>(full + 8 * c.slot, c.phase);
+          ptx::mbar_wait(full + 8 * c.slot, c.phase);
           if (c.lane == 0) ptx::mbar_arrive(empty + 8 * c.slot);
           c.advance();
         }
@@ -529,7 +446,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
         c.par = (c.par + KT) & 1;
         continue;
       }
-      if (!kRing && !prefetched) {  // buffers by constant index: a run-time one spills
+      if (!prefetched) {  // buffers by constant index: a run-time one spills to local memory
         const uint8_t* q1 = c.wq + (KT > 1 ? c.kQStep : 0);
         const uint8_t* s1 = c.ws + (KT > 1 ? c.kSStep : 0);
         if (c.par) {
@@ -544,7 +461,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
           c.rs[1] = ptx::ld_stream_u32(s1);
         }
       }
-      WsTileRunner<N, kGemm1, kRing>::run(c, T);
+      WsTileRunner<N, kGemm1>::run(c, T);
       prefetched = c.nact;
       c.par = (c.par + KT) & 1;
     }
@@ -557,7 +474,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   tiles_of_width(std::integral_constant<int, 32>());
 }
 
-template <bool kGemm1, bool kRing>
+template <bool kGemm1>
 __global__ void __launch_bounds__(kWsThreads, 1)
     grouped_gemm_ws_kernel(const KernelArgs p, int cap, int stages, int max_units, int tune) {
   extern __shared__ uint8_t smem_raw[];
@@ -565,25 +482,16 @@ __global__ void __launch_bounds__(kWsThreads, 1)
                                              ~static_cast<uintptr_t>(1023));
   const uint32_t slots = ptx::smem_addr(smem);
   const uint32_t full = slots + stages * cap * 128, empty = full + 8 * stages;
-  // kRing: the weight areas follow the barriers (16-byte aligned: stages * (cap * 128 + 16)).
-  const uint32_t wslots = empty + 8 * stages;
-  float* sAmax = reinterpret_cast<float*>(
-      smem + static_cast<size_t>(stages) * (cap * 128 + 16 + (kRing ? kWsWeightSlotBytes : 0)));
+  float* sAmax = reinterpret_cast<float*>(smem + static_cast<size_t>(stages) * (cap * 128 + 16));
   int* sScan = reinterpret_cast<int*>(reinterpret_cast<uint8_t*>(sAmax) + kWsAmaxBytes);
   int* sUnits = sScan + kWsScanInts;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) {
-      // every producer thread once per fill (+ kRing: thread 0's expect_tx arrival)
-      ptx::mbar_init(full + 8 * s, kWarpgroup + (kRing ? 1 : 0));
+      ptx::mbar_init(full + 8 * s, kWarpgroup);  // every producer thread, once per fill
       ptx::mbar_init(empty + 8 * s, 8);          // every consumer warp, once per use
     }
     ptx::mbar_init_fence();
-  }
-  if constexpr (kRing) {  // the launcher checks it; a bad bulk-copy source must not hang
-    if ((reinterpret_cast<uintptr_t>(p.w_scales) | reinterpret_cast<uintptr_t>(p.w_packed)) & 15u) {
-      __trap();
-    }
   }
   pdl::wait();  // expert_offsets, act_row and the activations come from earlier kernels
   const int total_units = ws_build_units(p, cap, max_units, sScan, sUnits);  // syncs the CTA
@@ -595,22 +503,19 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const bool load = (tune & kWsTuneNoLoad) == 0;
     switch (tune & 15) {
       case 4:
-        ws_producer<4, kRing>(p, cap, stages, load, sUnits, total, m2_tiles, KT, slots, full,
-                                   empty, wslots);
+        ws_producer<4>(p, cap, stages, load, sUnits, total, m2_tiles, KT, slots, full, empty);
         break;
       case 6:
-        ws_producer<6, kRing>(p, cap, stages, load, sUnits, total, m2_tiles, KT, slots, full,
-                                   empty, wslots);
+        ws_producer<6>(p, cap, stages, load, sUnits, total, m2_tiles, KT, slots, full, empty);
         break;
       default:
-        ws_producer<2, kRing>(p, cap, stages, load, sUnits, total, m2_tiles, KT, slots, full,
-                                   empty, wslots);
+        ws_producer<2>(p, cap, stages, load, sUnits, total, m2_tiles, KT, slots, full, empty);
         break;
     }
   } else {
     ptx::setmaxnreg_inc<kWsConsumerRegs>();
-    ws_consumer<kGemm1, kRing>(p, cap, stages, sUnits, total, m2_tiles, KT, slots, full, empty,
-                               wslots, sAmax, tune);
+    ws_consumer<kGemm1>(p, cap, stages, sUnits, total, m2_tiles, KT, slots, full, empty, sAmax,
+                        tune);
   }
 }
 

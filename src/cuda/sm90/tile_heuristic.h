@@ -13,15 +13,6 @@ namespace mxmoe::sm90 {
 
 constexpr int kTileNs[] = {16, 32, 64, 128, 192};
 
-// The warp-specialized kernel's weight path (grouped_gemm_ws_kernel.cuh). true: the producer
-// warpgroup also brings each consumer's MXFP4 fragments into the slot with bulk copies, so weights
-// are prefetched as deep as the slot ring; false: each consumer loads its fragments into
-// registers two K steps ahead (the path measured before, src/cuda/sm90/NOTES.md P). The false
-// path stays reachable at run time through MXMOE_SM90_WS_TUNE's flag kWsTuneRegWeights (tests
-// force both) and is taken whenever w_scales is not 16-byte aligned (a bulk-copy source).
-constexpr bool kWsWeightsInRing = true;
-constexpr int kWsTuneRegWeights = 1 << 10;
-
 inline bool valid_tile_n(int bn) {
   return bn == 16 || bn == 32 || bn == 64 || bn == 128 || bn == 192;
 }
