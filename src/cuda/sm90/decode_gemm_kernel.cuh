@@ -49,13 +49,10 @@
 #include <cstdint>
 
 #include "mxmoe/formats.h"
-#include "sm90/grouped_gemm_kernel.cuh"  // KernelArgs, expand_fragment, expert_rows
+#include "sm90/grouped_gemm_kernel.cuh"  // KernelArgs, expand_fragment, tile_prefix.cuh
 #include "sm90/mxfp4_fragment.h"
 #include "smxx/pdl.cuh"
-#if __has_include("smxx/mxfp8_device.cuh")
 #include "smxx/mxfp8_device.cuh"
-#define MXMOE_DECODE_FAST_MXFP8 1
-#endif
 
 namespace mxmoe::sm90::decode {
 
@@ -209,39 +206,6 @@ __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
 }
 
-// sPrefix[e] = tiles of experts < e, sPrefix[E] = total; all kThreads threads.
-__device__ __forceinline__ void build_prefix(const KernelArgs& p, int m_tiles, int* sPrefix,
-                                             int* sWarp) {
-  const int tid = threadIdx.x, E = p.num_experts;
-  const int chunk = (E + kThreads - 1) / kThreads;
-  const int e0 = min(E, tid * chunk), e1 = min(E, e0 + chunk);
-  int local = 0;
-  for (int e = e0; e < e1; ++e) {
-    int b, r;
-    expert_rows(p, e, &b, &r);
-    local += (r + kBN - 1) / kBN * m_tiles;
-  }
-  const int lane = tid & 31, warp = tid >> 5;
-  int v = local;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int n = __shfl_up_sync(0xFFFFFFFFu, v, o);
-    if (lane >= o) v += n;
-  }
-  if (lane == 31) sWarp[warp] = v;
-  __syncthreads();
-  int before = 0;
-  for (int w = 0; w < warp; ++w) before += sWarp[w];
-  int run = before + v - local;
-  for (int e = e0; e < e1; ++e) {
-    sPrefix[e] = run;
-    int b, r;
-    expert_rows(p, e, &b, &r);
-    run += (r + kBN - 1) / kBN * m_tiles;
-  }
-  if (tid == kThreads - 1) sPrefix[E] = before + v;
-  __syncthreads();
-}
 
 struct TileInfo {
   int e, mt, p0, nrows;
@@ -296,7 +260,8 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
   }
   // Everything below reads what earlier kernels of the chain wrote (offsets, rows, activations).
   pdl::wait();
-  build_prefix(p, m_tiles, sPrefix, sWarp);  // its __syncthreads also publishes the mbarriers
+  build_tile_prefix<kBN, kThreads>(p, m_tiles, sPrefix, sWarp);  // its __syncthreads also
+                                                                // publishes the mbarriers
   if constexpr (S > 1) cluster_sync_all();   // peers' barriers exist before any remote arrive
   const int total = sPrefix[p.num_experts];
   const int64_t mk = static_cast<int64_t>(p.M) * p.K;
@@ -436,12 +401,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
           const int c = 8 * (i >> 1) + 2 * t + (i & 1);
           const float amax = fmaxf(fmaxf(sAmax[c], sAmax[kBN + c]),
                                    fmaxf(sAmax[2 * kBN + c], sAmax[3 * kBN + c]));
-#ifdef MXMOE_DECODE_FAST_MXFP8
           v[i] = smxx::mxfp8_fake_quantize(v[i], smxx::mxfp8_exponent(amax));
-#else
-          const int E = mx_scale_exponent(amax, kE4M3Max);
-          v[i] = ldexpf(e4m3_to_float(float_to_e4m3(ldexpf(v[i], -E))), E);
-#endif
         }
       }
       __nv_bfloat16* sH = reinterpret_cast<__nv_bfloat16*>(smem + L::kOut);

@@ -36,6 +36,7 @@
 #include <type_traits>
 
 #include "mxmoe/formats.h"
+#include "sm90/tile_prefix.cuh"
 #include "smxx/mxfp8_device.cuh"
 #include "smxx/pdl.cuh"
 #include "sm90/ptx.cuh"
@@ -137,48 +138,6 @@ __device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, bool v
 // 2^-127; 255 is NaN.
 __device__ __forceinline__ float ue8m0_float(uint32_t e) {
   return __uint_as_float(e == 0 ? 0x00400000u : (e == 255 ? 0x7FC00000u : e << 23));
-}
-
-__device__ __forceinline__ void expert_rows(const Args& p, int e, int* begin, int* rows) {
-  int b = p.offsets[e], en = p.offsets[e + 1];
-  b = max(0, min(b, p.max_rows));
-  en = max(b, min(en, p.max_rows));
-  *begin = b;
-  *rows = en - b;
-}
-
-// sPrefix[e] = tiles of experts < e (sPrefix[E] = total). NT threads.
-template <int BN, int NT>
-__device__ void build_tile_prefix(const Args& p, int m_tiles, int* sPrefix, int* sWarp) {
-  const int tid = threadIdx.x, E = p.num_experts;
-  const int chunk = (E + NT - 1) / NT;
-  const int e0 = min(E, tid * chunk), e1 = min(E, e0 + chunk);
-  int local = 0;
-  for (int e = e0; e < e1; ++e) {
-    int b, r;
-    expert_rows(p, e, &b, &r);
-    local += (r + BN - 1) / BN * m_tiles;
-  }
-  const int lane = tid & 31, warp = tid >> 5;
-  int v = local;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int n = __shfl_up_sync(0xFFFFFFFFu, v, o);
-    if (lane >= o) v += n;
-  }
-  if (lane == 31) sWarp[warp] = v;
-  __syncthreads();
-  int before = 0;
-  for (int w = 0; w < warp; ++w) before += sWarp[w];
-  int run = before + v - local;
-  for (int e = e0; e < e1; ++e) {
-    sPrefix[e] = run;
-    int b, r;
-    expert_rows(p, e, &b, &r);
-    run += (r + BN - 1) / BN * m_tiles;
-  }
-  if (tid == NT - 1) sPrefix[E] = before + v;
-  __syncthreads();
 }
 
 template <int BN, bool kGemm1, int WGS>

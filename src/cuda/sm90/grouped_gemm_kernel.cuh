@@ -35,6 +35,7 @@
 #include "mxmoe/formats.h"
 #include "sm90/mxfp4_fragment.h"
 #include "sm90/ptx.cuh"
+#include "sm90/tile_prefix.cuh"
 #include "smxx/pdl.cuh"
 #include "smxx/mxfp8_device.cuh"
 
@@ -117,50 +118,6 @@ __device__ __forceinline__ void expand_fragment(const uint4& q, uint32_t s, uint
   }
 }
 
-// Rows of expert e, clamped to [0, max_rows) so a bad offsets array cannot cause stray writes.
-__device__ __forceinline__ void expert_rows(const KernelArgs& p, int e, int* begin, int* rows) {
-  int b = p.offsets[e], en = p.offsets[e + 1];
-  b = max(0, min(b, p.max_rows));
-  en = max(b, min(en, p.max_rows));
-  *begin = b;
-  *rows = en - b;
-}
-
-// sPrefix[e] = tiles of experts < e (sPrefix[E] = total). 128 threads.
-template <int BN>
-__device__ void build_tile_prefix(const KernelArgs& p, int m_tiles, int* sPrefix, int* sWarp) {
-  const int tid = threadIdx.x, E = p.num_experts;
-  const int chunk = (E + kWarpgroup - 1) / kWarpgroup;
-  const int e0 = min(E, tid * chunk), e1 = min(E, e0 + chunk);
-  int local = 0;
-  for (int e = e0; e < e1; ++e) {
-    int b, r;
-    expert_rows(p, e, &b, &r);
-    local += (r + BN - 1) / BN * m_tiles;
-  }
-  // inclusive scan of `local` over the 128 threads
-  const int lane = tid & 31, warp = tid >> 5;
-  int v = local;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int n = __shfl_up_sync(0xFFFFFFFFu, v, o);
-    if (lane >= o) v += n;
-  }
-  if (lane == 31) sWarp[warp] = v;
-  __syncthreads();
-  int before = 0;
-  for (int w = 0; w < warp; ++w) before += sWarp[w];
-  int run = before + v - local;  // exclusive prefix of this thread's chunk
-  for (int e = e0; e < e1; ++e) {
-    sPrefix[e] = run;
-    int b, r;
-    expert_rows(p, e, &b, &r);
-    run += (r + BN - 1) / BN * m_tiles;
-  }
-  if (tid == kWarpgroup - 1) sPrefix[E] = before + v;
-  __syncthreads();
-}
-
 template <int BN, bool kGemm1>
 __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelArgs p) {
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 128, "tile_n");
@@ -180,7 +137,7 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
   const int KT = p.K / kStepK, m_tiles = p.M / kTileM;
 
   pdl::wait();  // expert_offsets, act_row and the activations come from earlier kernels
-  build_tile_prefix<BN>(p, m_tiles, sPrefix, sWarp);
+  build_tile_prefix<BN, kWarpgroup>(p, m_tiles, sPrefix, sWarp);
   const int total = sPrefix[p.num_experts];
 
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {

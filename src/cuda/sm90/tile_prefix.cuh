@@ -1,0 +1,60 @@
+// src/cuda/sm90/tile_prefix.cuh: the persistent grouped GEMMs' view of the expert offsets (device).
+//
+// Every grouped kernel (one-warpgroup, decode, FP8) walks (expert, weight tile, token tile) work
+// from the same prefix of per-expert tile counts, so the clamping of an expert's rows and the
+// prefix scan live here once. Params is any argument struct with `offsets` (device
+// [num_experts + 1]), `num_experts` and `max_rows`.
+#pragma once
+
+namespace mxmoe::sm90 {
+
+// Rows of expert e, clamped to [0, max_rows) so a bad offsets array cannot cause stray writes.
+template <class Params>
+__device__ __forceinline__ void expert_rows(const Params& p, int e, int* begin, int* rows) {
+  int b = p.offsets[e], en = p.offsets[e + 1];
+  b = max(0, min(b, p.max_rows));
+  en = max(b, min(en, p.max_rows));
+  *begin = b;
+  *rows = en - b;
+}
+
+// sPrefix[e] = tiles (BN-token tiles x m_tiles weight tiles) of experts < e, sPrefix[E] = total.
+// Called by all NT threads of the block (NT a multiple of 32, sWarp holds NT / 32 ints); ends
+// with __syncthreads, so sPrefix is visible to the whole block.
+template <int BN, int NT, class Params>
+__device__ __forceinline__ void build_tile_prefix(const Params& p, int m_tiles, int* sPrefix,
+                                                  int* sWarp) {
+  static_assert(NT % 32 == 0, "whole warps");
+  const int tid = threadIdx.x, E = p.num_experts;
+  const int chunk = (E + NT - 1) / NT;
+  const int e0 = min(E, tid * chunk), e1 = min(E, e0 + chunk);
+  int local = 0;
+  for (int e = e0; e < e1; ++e) {
+    int b, r;
+    expert_rows(p, e, &b, &r);
+    local += (r + BN - 1) / BN * m_tiles;
+  }
+  // inclusive scan of `local` over the NT threads
+  const int lane = tid & 31, warp = tid >> 5;
+  int v = local;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int n = __shfl_up_sync(0xFFFFFFFFu, v, o);
+    if (lane >= o) v += n;
+  }
+  if (lane == 31) sWarp[warp] = v;
+  __syncthreads();
+  int before = 0;
+  for (int w = 0; w < warp; ++w) before += sWarp[w];
+  int run = before + v - local;  // exclusive prefix of this thread's chunk
+  for (int e = e0; e < e1; ++e) {
+    sPrefix[e] = run;
+    int b, r;
+    expert_rows(p, e, &b, &r);
+    run += (r + BN - 1) / BN * m_tiles;
+  }
+  if (tid == NT - 1) sPrefix[E] = before + v;
+  __syncthreads();
+}
+
+}  // namespace mxmoe::sm90
