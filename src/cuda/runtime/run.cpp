@@ -236,55 +236,52 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     if (e != cudaSuccess) return launch_failed("fill_params", e);
   }
 
-  sm90::GroupedProblem gp;
-  gp.num_experts = E;
-  gp.expert_offsets = c.offsets;
-  gp.max_rows = T * k;
-  // Under EP a rank expects only its share of the T * k picks: the kernels choose tile widths
-  // from that (a bound of T * k would pick 32-wide tiles at EP16 T=64 for ~1 row per expert).
-  gp.rows_hint = static_cast<int>(
-      std::max<int64_t>(1, (static_cast<int64_t>(T) * k * E + Et - 1) / Et));
-
   // W4A8 at prefill sizes: the FP8 tensor-core GEMMs on the folded weights (prepared.h), which
-  // quantize x to MXFP8 codes in c.xq and h in c.h themselves, then the same combine.
+  // quantize x to MXFP8 codes in c.xq and h in c.h themselves; otherwise the BF16-MMA GEMMs.
   if (fp8_gemms) {
     const char* fp8_failed = "sm90 fp8";
     e = launch_w4a8_fp8_gemms(w, p.hidden, p.hidden_dtype == InputDType::kF32, x_stride, T, k,
                               c.offsets, c.x_row, c.row_weight, c.beta, c.linear_beta, c.xq, c.h,
                               c.y, stream, &fp8_failed);
     if (e != cudaSuccess) return launch_failed(fp8_failed, e);
-    e = smxx::launch_combine(c.y, H, c.pair_pos, T, k, p.out, out_stride, stream);
-    if (e != cudaSuccess) return launch_failed("combine", e);
-    return Status::Ok();
+  } else {
+    sm90::GroupedProblem gp;
+    gp.num_experts = E;
+    gp.expert_offsets = c.offsets;
+    gp.max_rows = T * k;
+    // Under EP a rank expects only its share of the T * k picks: the kernels choose tile widths
+    // from that (a bound of T * k would pick 32-wide tiles at EP16 T=64 for ~1 row per expert).
+    gp.rows_hint = static_cast<int>(
+        std::max<int64_t>(1, (static_cast<int64_t>(T) * k * E + Et - 1) / Et));
+
+    sm90::Gemm1Params g1;
+    g1.w_packed = w->w13_packed;
+    g1.w_scales = w->w13_scales;
+    g1.I = I;
+    g1.K = H;
+    g1.x = c.xq;
+    g1.x_stride = H;
+    g1.x_row = c.x_row;
+    g1.beta = c.beta;
+    g1.linear_beta = c.linear_beta;
+    g1.mxfp8_out = w4a8;
+    g1.h = c.h;
+    g1.g = gp;
+    e = sm90::launch_gemm1(g1, w->num_sms, stream);
+    if (e != cudaSuccess) return launch_failed("sm90 gemm1", e);
+
+    sm90::Gemm2Params g2;
+    g2.w_packed = w->w2_packed;
+    g2.w_scales = w->w2_scales;
+    g2.H = H;
+    g2.I = I;
+    g2.h = c.h;
+    g2.row_weight = c.row_weight;
+    g2.y = c.y;
+    g2.g = gp;
+    e = sm90::launch_gemm2(g2, w->num_sms, stream);
+    if (e != cudaSuccess) return launch_failed("sm90 gemm2", e);
   }
-
-  sm90::Gemm1Params g1;
-  g1.w_packed = w->w13_packed;
-  g1.w_scales = w->w13_scales;
-  g1.I = I;
-  g1.K = H;
-  g1.x = c.xq;
-  g1.x_stride = H;
-  g1.x_row = c.x_row;
-  g1.beta = c.beta;
-  g1.linear_beta = c.linear_beta;
-  g1.mxfp8_out = w4a8;
-  g1.h = c.h;
-  g1.g = gp;
-  e = sm90::launch_gemm1(g1, w->num_sms, stream);
-  if (e != cudaSuccess) return launch_failed("sm90 gemm1", e);
-
-  sm90::Gemm2Params g2;
-  g2.w_packed = w->w2_packed;
-  g2.w_scales = w->w2_scales;
-  g2.H = H;
-  g2.I = I;
-  g2.h = c.h;
-  g2.row_weight = c.row_weight;
-  g2.y = c.y;
-  g2.g = gp;
-  e = sm90::launch_gemm2(g2, w->num_sms, stream);
-  if (e != cudaSuccess) return launch_failed("sm90 gemm2", e);
 
   e = smxx::launch_combine(c.y, H, c.pair_pos, T, k, p.out, out_stride, stream);
   if (e != cudaSuccess) return launch_failed("combine", e);
