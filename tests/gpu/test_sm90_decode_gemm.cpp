@@ -109,12 +109,10 @@ TEST(Sm90DecodeGemm, RejectsBadArguments) {
   CUDA_OK(cudaDeviceSynchronize());
 }
 
-// Parameters: (split_k, 64-K steps per ring stage).
-class Sm90DecodeSplitK : public ::testing::TestWithParam<std::tuple<int, int>> {
+// Parameter: split_k (0 = the heuristic's choice).
+class Sm90DecodeSplitK : public ::testing::TestWithParam<int> {
  protected:
-  void SetUp() override { decode_set_stage_steps(std::get<1>(GetParam())); }
-  void TearDown() override { decode_set_stage_steps(0); }
-  static int split() { return std::get<0>(GetParam()); }
+  static int split() { return GetParam(); }
 };
 
 TEST_P(Sm90DecodeSplitK, Gemm1Bf16) {
@@ -194,9 +192,7 @@ TEST_P(Sm90DecodeSplitK, GraphReplay) {
   c2.graph = true;
   run_gemm2_case(c2);
 }
-INSTANTIATE_TEST_SUITE_P(AllSplits, Sm90DecodeSplitK,
-                         ::testing::Combine(::testing::Values(0, 1, 2, 4, 8),
-                                            ::testing::Values(1, 2, 4)));
+INSTANTIATE_TEST_SUITE_P(AllSplits, Sm90DecodeSplitK, ::testing::Values(0, 1, 2, 4, 8));
 
 TEST(Sm90DecodeGemm, KimiSizes) {
   REQUIRE_SM90();
@@ -401,18 +397,12 @@ void bench(const char* layout, int E, int I, int topk, int T) {
 
   struct Variant {
     const char* name;
-    int kernel, split, ks;
+    int kernel, split;
   };
-  const Variant variants[] = {
-      {"tiled16", kGemmTiled, 0, 0},   {"dec", kGemmDecode, 0, 0},
-      {"k1-auto", kGemmDecode, 0, 1},  {"k1-s1", kGemmDecode, 1, 1},
-      {"k1-s2", kGemmDecode, 2, 1},    {"k1-s4", kGemmDecode, 4, 1},
-      {"k2-auto", kGemmDecode, 0, 2},  {"k2-s1", kGemmDecode, 1, 2},
-      {"k2-s2", kGemmDecode, 2, 2},    {"k2-s4", kGemmDecode, 4, 2},
-      {"k4-auto", kGemmDecode, 0, 4},  {"k4-s1", kGemmDecode, 1, 4},
-      {"k4-s2", kGemmDecode, 2, 4},    {"k4-s4", kGemmDecode, 4, 4}};
+  const Variant variants[] = {{"tiled16", kGemmTiled, 0}, {"dec", kGemmDecode, 0},
+                              {"dec-s1", kGemmDecode, 1}, {"dec-s2", kGemmDecode, 2},
+                              {"dec-s4", kGemmDecode, 4}};
   for (const Variant& v : variants) {
-    decode_set_stage_steps(v.ks);
     Gemm1Params q1 = p1;
     Gemm2Params q2 = p2;
     q1.g.kernel = q2.g.kernel = v.kernel;
@@ -433,7 +423,6 @@ void bench(const char* layout, int E, int I, int topk, int T) {
            (b1 + b2) / (t1 + t2) * 1e-3, 100.0 * (b1 + b2) / (t1 + t2) * 1e-3 / kCopyGBs, kCopyGBs,
            floor_us, (t1 + t2) / floor_us);
   }
-  decode_set_stage_steps(0);
 }
 
 TEST(Sm90DecodeBench, DISABLED_KimiShapes) {

@@ -5,7 +5,6 @@
 // occupancies are queried once per instantiation (a static), not per launch: at T = 1 a kernel
 // runs for a few us and host calls before the launch would show up as idle GPU time.
 #include <algorithm>
-#include <atomic>
 #include <mutex>
 
 #include "sm90/decode_gemm.h"
@@ -21,25 +20,47 @@ constexpr int kSplits[4] = {1, 2, 4, 8};
 // first H200 run (bench/NOTES.md D): a split pays off only when the tiles leave SMs idle.
 constexpr int kReduceCostSteps = 24;
 
-std::atomic<int> g_stage_steps{0};
-
-template <int S, int KS, bool kGemm1>
+template <int S, bool kGemm1>
 auto* kernel_of() {
-  return decode::decode_gemm_kernel<S, KS, kGemm1>;
+  return decode::decode_gemm_kernel<S, kGemm1>;
 }
 
 struct Occupancy {
   cudaError_t err = cudaSuccess;
   int per_sm[4] = {0, 0, 0, 0};
+  int clusters[4] = {0, 0, 0, 0};  // co-resident clusters of 2^i CTAs on the device (0: unknown)
 };
 
-template <bool kGemm1, int S, int KS>
+// How many clusters of S CTAs the device runs at once (a cluster's CTAs share a GPC, so fewer
+// than per_sm x SMs / S); 0 when the query is not available.
+template <bool kGemm1, int S>
+int max_active_clusters() {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(S * 64);
+  cfg.blockDim = dim3(decode::kThreads);
+  cfg.dynamicSmemBytes = decode::Smem<S>::kDynamic;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, kernel_of<S, kGemm1>(), &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+template <bool kGemm1, int S>
 cudaError_t setup_one(int* per_sm) {
-  auto* k = kernel_of<S, KS, kGemm1>();
-  const int smem = static_cast<int>(decode::Smem<S, KS>::kDynamic);
+  auto* k = kernel_of<S, kGemm1>();
+  const int smem = static_cast<int>(decode::Smem<S>::kDynamic);
+  constexpr int kThreadsPerCta = decode::kThreads;
   cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
-  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, k, decode::kThreads, smem);
+  // The largest shared-memory carveout, as the chain's other kernels get from their smem needs:
+  // an SM switching its L1 / shared split between consecutive kernels must drain first, which
+  // would undo the PDL overlap of the chain (the decode kernel alone needs only ~26 KB per CTA).
+  err = cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared);
+  if (err != cudaSuccess) return err;
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, k, kThreadsPerCta, smem);
   if (err != cudaSuccess) {
     // Should the query refuse a kernel with compile-time cluster dims, bound the CTAs per SM
     // by shared memory and registers instead.
@@ -55,61 +76,68 @@ cudaError_t setup_one(int* per_sm) {
       return err;
     }
     const int by_smem = smem_sm / (smem + static_cast<int>(fa.sharedSizeBytes) + 1024);
-    const int by_regs = regs_sm / (std::max(fa.numRegs, 1) * decode::kThreads);
+    const int by_regs = regs_sm / (std::max(fa.numRegs, 1) * kThreadsPerCta);
     *per_sm = std::min(by_smem, by_regs);
   }
   return *per_sm >= 1 ? cudaSuccess : cudaErrorInvalidConfiguration;
 }
 
-template <bool kGemm1, int KS>
+template <bool kGemm1>
 const Occupancy& occupancy() {
   static Occupancy occ;
   static std::once_flag once;
   std::call_once(once, [] {
-    cudaError_t e = setup_one<kGemm1, 1, KS>(&occ.per_sm[0]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, 2, KS>(&occ.per_sm[1]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, 4, KS>(&occ.per_sm[2]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, 8, KS>(&occ.per_sm[3]);
+    cudaError_t e = setup_one<kGemm1, 1>(&occ.per_sm[0]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, 2>(&occ.per_sm[1]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, 4>(&occ.per_sm[2]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, 8>(&occ.per_sm[3]);
+    if (e == cudaSuccess) {
+      occ.clusters[1] = max_active_clusters<kGemm1, 2>();
+      occ.clusters[2] = max_active_clusters<kGemm1, 4>();
+      occ.clusters[3] = max_active_clusters<kGemm1, 8>();
+    }
     occ.err = e;
   });
   return occ;
 }
 
-template <int S, int KS, bool kGemm1>
-cudaError_t launch_split(const KernelArgs& a, int64_t tile_bound, int slots,
+template <int S, bool kGemm1>
+cudaError_t launch_split(const KernelArgs& a, int64_t tile_bound, int slots, int max_clusters,
                          cudaStream_t stream) {
-  // Persistent clusters: as many as fit at once, but no more than the tiles can use.
-  const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(slots / S, tile_bound));
+  // Persistent clusters: as many as run at once (one wave), but no more than the expected tiles
+  // (the CTAs loop over tiles, so a grid smaller than the real tile count is still correct).
+  const int64_t fit = S == 1 ? slots : max_clusters > 0 ? max_clusters : slots * 3 / (4 * S);
+  const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(fit, tile_bound));
   const dim3 grid(static_cast<unsigned>(clusters * S));
-  return pdl::launch_pdl(kernel_of<S, KS, kGemm1>(), grid, dim3(decode::kThreads),
-                         decode::Smem<S, KS>::kDynamic, stream, a);
+  return pdl::launch_pdl(kernel_of<S, kGemm1>(), grid, dim3(decode::kThreads),
+                         decode::Smem<S>::kDynamic, stream, a);
 }
 
-template <bool kGemm1, int KS>
-cudaError_t launch_ks(const KernelArgs& a, int split_k, int rows, int num_sms,
-                      cudaStream_t stream) {
-  const Occupancy& occ = occupancy<kGemm1, KS>();
+template <bool kGemm1>
+cudaError_t launch_decode(const KernelArgs& a, int split_k, int rows, int num_sms,
+                          cudaStream_t stream) {
+  const Occupancy& occ = occupancy<kGemm1>();
   if (occ.err != cudaSuccess) return occ.err;
   int slots[4];
   for (int i = 0; i < 4; ++i) slots[i] = num_sms * occ.per_sm[i];
   const int m_tiles = a.M / kTileM, KT = a.K / kStepK;
   const int S = split_k != 0 ? split_k
                              : decode_split_k(m_tiles, KT, rows, a.num_experts, slots);
+  // Tiles expected from the rows hint (at most one partial token tile per expert); the hint,
+  // not max_rows (a worst-case bound: every pick local), so T=1 under EP launches ~the 96 x S
+  // CTAs that have work rather than a full device of idle ones.
+  const int hint = std::max(1, std::min(rows, a.max_rows));
   const int64_t tile_bound = static_cast<int64_t>(m_tiles) *
-                             (std::min(a.num_experts, a.max_rows) + a.max_rows / decode::kBN);
+                             (std::min(a.num_experts, hint) + hint / decode::kBN);
   switch (S) {
-    case 1: return launch_split<1, KS, kGemm1>(a, tile_bound, slots[0], stream);
-    case 2: return launch_split<2, KS, kGemm1>(a, tile_bound, slots[1], stream);
-    case 4: return launch_split<4, KS, kGemm1>(a, tile_bound, slots[2], stream);
-    default: return launch_split<8, KS, kGemm1>(a, tile_bound, slots[3], stream);
+    case 1: return launch_split<1, kGemm1>(a, tile_bound, slots[0], 0, stream);
+    case 2: return launch_split<2, kGemm1>(a, tile_bound, slots[1], occ.clusters[1], stream);
+    case 4: return launch_split<4, kGemm1>(a, tile_bound, slots[2], occ.clusters[2], stream);
+    default: return launch_split<8, kGemm1>(a, tile_bound, slots[3], occ.clusters[3], stream);
   }
 }
 
 }  // namespace
-
-void decode_set_stage_steps(int ks) {
-  g_stage_steps.store(ks == 1 || ks == 2 || ks == 4 ? ks : 0, std::memory_order_relaxed);
-}
 
 int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]) {
   const int64_t tiles =
@@ -152,12 +180,7 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
              rows > static_cast<int64_t>(kDecodeMaxMeanRows) * a.num_experts) {
     return false;
   }
-  const int ks = g_stage_steps.load(std::memory_order_relaxed);
-  switch (ks != 0 ? ks : kDecodeStageSteps) {
-    case 1: *err = launch_ks<kGemm1, 1>(a, g.split_k, rows, num_sms, stream); break;
-    case 2: *err = launch_ks<kGemm1, 2>(a, g.split_k, rows, num_sms, stream); break;
-    default: *err = launch_ks<kGemm1, 4>(a, g.split_k, rows, num_sms, stream); break;
-  }
+  *err = launch_decode<kGemm1>(a, g.split_k, rows, num_sms, stream);
   return true;
 }
 

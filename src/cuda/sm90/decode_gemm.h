@@ -14,18 +14,12 @@ namespace mxmoe::sm90 {
 struct KernelArgs;  // grouped_gemm_kernel.cuh
 
 constexpr int kDecodeMaxExperts = 1024;  // the decode kernel's per-CTA tile prefix capacity
-// kGemmAuto sends 16-token tiles here when the mean rows per expert (max_rows / num_experts) is
-// at most kDecodeMaxMeanRows: on the H200 the decode kernel was 1.9x faster at EP16 T=1, 1.35x
-// at T=4, 4% faster at T=256 (mean 4.6) and 7% slower at T=512 (mean 9.1) than the tiled kernel
-// (bench/NOTES.md D).
+// kGemmAuto sends 16-token tiles here when the mean rows per expert (rows_hint / num_experts) is
+// at most kDecodeMaxMeanRows. On the H200 (bench/NOTES.md D, GEMM-only, EP16) the decode kernel
+// took 276 us at T=64 (tiled kernel 345), 422 at T=256 (519) and 458 at T=512 (mean 9.1 rows;
+// tiled 16-token tiles 520): it wins while most experts fit one 16-token tile.
 constexpr bool kDecodeByDefault = true;
-constexpr int kDecodeMaxMeanRows = 8;
-// 64-K steps per ring stage (one bulk copy each for weights and scales, one per token row): 2
-// measured best (T=64 EP16 366 us vs 443 with 1 and 400 with 4, whose 147 registers allow only
-// 2 CTAs per SM).
-constexpr int kDecodeStageSteps = 2;
-// Timing / test knob: force 1, 2 or 4 steps per stage for later launches (0 = the default).
-void decode_set_stage_steps(int ks);
+constexpr int kDecodeMaxMeanRows = 12;
 
 // The K split (1, 2 or 4 CTAs of a cluster per tile; 8 only when forced) for m_tiles 64-row
 // weight tiles, KT 64-wide K steps, at most max_rows pair rows over num_experts experts, when
