@@ -77,6 +77,9 @@ struct ScaleSpreadStats {
   double mean_row_spread = 0.0;
   int64_t spread_histogram[256] = {};  // rows per spread value
   void add(const Mxfp4View& m);     // accumulate one matrix's rows
+  // Accumulate statistics gathered elsewhere: the same as having add()ed its matrices here
+  // (means weighted by rows), without reading their scales again.
+  void merge(const ScaleSpreadStats& o);
 };
 
 }  // namespace mxmoe

@@ -136,4 +136,17 @@ void ScaleSpreadStats::add(const Mxfp4View& m) {
   mean_row_spread = spread_sum / static_cast<double>(rows);
 }
 
+void ScaleSpreadStats::merge(const ScaleSpreadStats& o) {
+  if (o.rows <= 0) return;
+  const double spread_sum = mean_row_spread * static_cast<double>(rows) +
+                            o.mean_row_spread * static_cast<double>(o.rows);
+  rows += o.rows;
+  rows_outside_window += o.rows_outside_window;
+  min_exponent = std::min(min_exponent, o.min_exponent);
+  max_exponent = std::max(max_exponent, o.max_exponent);
+  max_row_spread = std::max(max_row_spread, o.max_row_spread);
+  for (int d = 0; d < 256; ++d) spread_histogram[d] += o.spread_histogram[d];
+  mean_row_spread = spread_sum / static_cast<double>(rows);
+}
+
 }  // namespace mxmoe

@@ -323,5 +323,39 @@ TEST(ScaleSpreadStats, HandBuiltMatrix) {
   EXPECT_EQ(s.spread_histogram[14], 1);
 }
 
+TEST(ScaleSpreadStats, MergeEqualsAddingTheSameMatrices) {
+  // Two matrices: stats gathered separately and merged must equal one accumulator fed both
+  // (cmd_info merges per-expert stats into the layer's instead of reading the scales twice).
+  const uint8_t a[6] = {127, 100, 127, 127, 140, 120};  // 3 rows x 2 blocks: spreads 27, 0, 20
+  const uint8_t b[4] = {90, 91, 126, 126};              // 2 rows x 2 blocks: spreads 1, 0
+  Mxfp4View ma, mb;
+  ma.scales = a;
+  ma.rows = 3;
+  ma.k = 64;
+  mb.scales = b;
+  mb.rows = 2;
+  mb.k = 64;
+  ScaleSpreadStats both, sa, sb, merged;
+  both.add(ma);
+  both.add(mb);
+  sa.add(ma);
+  sb.add(mb);
+  merged.merge(sa);
+  merged.merge(sb);
+  merged.merge(ScaleSpreadStats{});  // an empty one changes nothing
+  EXPECT_EQ(merged.rows, both.rows);
+  EXPECT_EQ(merged.rows, 5);
+  EXPECT_EQ(merged.rows_outside_window, both.rows_outside_window);
+  EXPECT_EQ(merged.rows_outside_window, 2);
+  EXPECT_EQ(merged.min_exponent, 90);
+  EXPECT_EQ(merged.max_exponent, 140);
+  EXPECT_EQ(merged.min_exponent, both.min_exponent);
+  EXPECT_EQ(merged.max_exponent, both.max_exponent);
+  EXPECT_EQ(merged.max_row_spread, both.max_row_spread);
+  EXPECT_DOUBLE_EQ(merged.mean_row_spread, both.mean_row_spread);
+  EXPECT_DOUBLE_EQ(merged.mean_row_spread, 48.0 / 5.0);
+  for (int d = 0; d < 256; ++d) EXPECT_EQ(merged.spread_histogram[d], both.spread_histogram[d]) << d;
+}
+
 }  // namespace
 }  // namespace mxmoe

@@ -147,8 +147,8 @@ int cmd_info(int argc, char** argv) {
         const ExpertView& x = layer.experts[e];
         const Mxfp4View& v = m == 0 ? x.w1 : m == 1 ? x.w3 : x.w2;
         ScaleSpreadStats one;
-        one.add(v);
-        agg.add(v);
+        one.add(v);  // one pass over the scales: the layer's totals merge the per-expert ones
+        agg.merge(one);
         if (one.rows_outside_window > worst_rows) {
           worst_rows = one.rows_outside_window;
           worst = e;
