@@ -77,10 +77,7 @@ struct Smem {
   static constexpr size_t kDynamic = kEnd + 128;              // + alignment slack
 };
 
-// ---- PTX wrappers (sm_90) ----
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
+// ---- PTX wrappers (sm_90) beyond ptx.cuh's ----
 // Arrive on the mbarrier at the same offset in CTA `rank` of the cluster, ordering this thread's
 // earlier (remote) shared-memory writes before it at cluster scope.
 __device__ __forceinline__ void mbar_arrive_remote(uint32_t bar, uint32_t rank) {
@@ -148,6 +145,7 @@ __device__ __forceinline__ void st_cluster_v4(uint32_t local_addr, uint32_t rank
       : "memory");
 }
 // Named barrier of the CTA's 128 threads (id 1: build_tile_prefix uses __syncthreads, id 0).
+// Immediate operands: ptx::named_barrier passes id and count in registers (different SASS).
 __device__ __forceinline__ void cta_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
 }
@@ -318,9 +316,9 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
 
   if constexpr (S > 1) {
     if (tid == 0) {
-      mbar_init(bar_red_full, (S - 1) * kThreads);
-      mbar_init(bar_red_free, 1);
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      ptx::mbar_init(bar_red_full, (S - 1) * kThreads);
+      ptx::mbar_init(bar_red_free, 1);
+      ptx::mbar_init_fence();
     }
   }
   pdl::wait();  // offsets, rows and activations come from earlier kernels of the chain
