@@ -109,10 +109,13 @@ TEST(Sm90DecodeGemm, RejectsBadArguments) {
   CUDA_OK(cudaDeviceSynchronize());
 }
 
-// Parameter: split_k (0 = the heuristic's choice).
-class Sm90DecodeSplitK : public ::testing::TestWithParam<int> {
+// Parameters: (split_k (0 = the heuristic's choice), mainloop: kDecodeBulkRing or
+// kDecodeRegStream).
+class Sm90DecodeSplitK : public ::testing::TestWithParam<std::tuple<int, int>> {
  protected:
-  static int split() { return GetParam(); }
+  void SetUp() override { decode_set_mainloop(std::get<1>(GetParam())); }
+  void TearDown() override { decode_set_mainloop(0); }
+  static int split() { return std::get<0>(GetParam()); }
 };
 
 TEST_P(Sm90DecodeSplitK, Gemm1Bf16) {
@@ -192,7 +195,9 @@ TEST_P(Sm90DecodeSplitK, GraphReplay) {
   c2.graph = true;
   run_gemm2_case(c2);
 }
-INSTANTIATE_TEST_SUITE_P(AllSplits, Sm90DecodeSplitK, ::testing::Values(0, 1, 2, 4, 8));
+INSTANTIATE_TEST_SUITE_P(AllSplits, Sm90DecodeSplitK,
+                         ::testing::Combine(::testing::Values(0, 1, 2, 4, 8),
+                                            ::testing::Values(kDecodeBulkRing, kDecodeRegStream)));
 
 TEST(Sm90DecodeGemm, KimiSizes) {
   REQUIRE_SM90();
@@ -397,12 +402,17 @@ void bench(const char* layout, int E, int I, int topk, int T) {
 
   struct Variant {
     const char* name;
-    int kernel, split;
+    int kernel, split, mainloop;
   };
-  const Variant variants[] = {{"tiled16", kGemmTiled, 0}, {"dec", kGemmDecode, 0},
-                              {"dec-s1", kGemmDecode, 1}, {"dec-s2", kGemmDecode, 2},
-                              {"dec-s4", kGemmDecode, 4}};
+  constexpr int kB = kDecodeBulkRing, kR = kDecodeRegStream;
+  const Variant variants[] = {
+      {"tiled16", kGemmTiled, 0, 0},   {"dec", kGemmDecode, 0, 0},
+      {"reg", kGemmDecode, 0, kR},     {"reg-s1", kGemmDecode, 1, kR},
+      {"reg-s2", kGemmDecode, 2, kR},  {"reg-s4", kGemmDecode, 4, kR},
+      {"bulk", kGemmDecode, 0, kB},    {"bulk-s1", kGemmDecode, 1, kB},
+      {"bulk-s2", kGemmDecode, 2, kB}, {"bulk-s4", kGemmDecode, 4, kB}};
   for (const Variant& v : variants) {
+    decode_set_mainloop(v.mainloop);
     Gemm1Params q1 = p1;
     Gemm2Params q2 = p2;
     q1.g.kernel = q2.g.kernel = v.kernel;
@@ -423,6 +433,7 @@ void bench(const char* layout, int E, int I, int topk, int T) {
            (b1 + b2) / (t1 + t2) * 1e-3, 100.0 * (b1 + b2) / (t1 + t2) * 1e-3 / kCopyGBs, kCopyGBs,
            floor_us, (t1 + t2) / floor_us);
   }
+  decode_set_mainloop(0);
 }
 
 TEST(Sm90DecodeBench, DISABLED_KimiShapes) {

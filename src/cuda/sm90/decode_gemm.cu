@@ -5,10 +5,11 @@
 // occupancies are queried once per instantiation (a static), not per launch: at T = 1 a kernel
 // runs for a few us and host calls before the launch would show up as idle GPU time.
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 
 #include "sm90/decode_gemm.h"
-#include "sm90/decode_gemm_kernel.cuh"
+#include "sm90/decode_bulk_kernel.cuh"  // includes decode_gemm_kernel.cuh
 #include "sm90/tile_heuristic.h"
 #include "smxx/pdl.cuh"
 
@@ -20,9 +21,24 @@ constexpr int kSplits[4] = {1, 2, 4, 8};
 // first H200 run (bench/NOTES.md D): a split pays off only when the tiles leave SMs idle.
 constexpr int kReduceCostSteps = 24;
 
-template <int S, bool kGemm1>
+std::atomic<int> g_mainloop{0};
+
+// kBulk: the bulk-copy ring (decode_bulk_kernel.cuh), else the register-streamed mainloop.
+template <int S, bool kGemm1, bool kBulk>
 auto* kernel_of() {
-  return decode::decode_gemm_kernel<S, kGemm1>;
+  if constexpr (kBulk) {
+    return decode::decode_bulk_kernel<S, kGemm1>;
+  } else {
+    return decode::decode_gemm_kernel<S, kGemm1>;
+  }
+}
+template <int S, bool kBulk>
+constexpr size_t smem_of() {
+  return kBulk ? decode::BulkSmem<S>::kDynamic : decode::Smem<S>::kDynamic;
+}
+template <bool kBulk>
+constexpr int threads_of() {
+  return kBulk ? decode::kBulkThreads : decode::kThreads;
 }
 
 struct Occupancy {
@@ -33,25 +49,25 @@ struct Occupancy {
 
 // How many clusters of S CTAs the device runs at once (a cluster's CTAs share a GPC, so fewer
 // than per_sm x SMs / S); 0 when the query is not available.
-template <bool kGemm1, int S>
+template <bool kGemm1, bool kBulk, int S>
 int max_active_clusters() {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(S * 64);
-  cfg.blockDim = dim3(decode::kThreads);
-  cfg.dynamicSmemBytes = decode::Smem<S>::kDynamic;
+  cfg.blockDim = dim3(threads_of<kBulk>());
+  cfg.dynamicSmemBytes = smem_of<S, kBulk>();
   int n = 0;
-  if (cudaOccupancyMaxActiveClusters(&n, kernel_of<S, kGemm1>(), &cfg) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveClusters(&n, kernel_of<S, kGemm1, kBulk>(), &cfg) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
   return n;
 }
 
-template <bool kGemm1, int S>
+template <bool kGemm1, bool kBulk, int S>
 cudaError_t setup_one(int* per_sm) {
-  auto* k = kernel_of<S, kGemm1>();
-  const int smem = static_cast<int>(decode::Smem<S>::kDynamic);
-  constexpr int kThreadsPerCta = decode::kThreads;
+  auto* k = kernel_of<S, kGemm1, kBulk>();
+  const int smem = static_cast<int>(smem_of<S, kBulk>());
+  constexpr int kThreadsPerCta = threads_of<kBulk>();
   cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   // The largest shared-memory carveout, as the chain's other kernels get from their smem needs:
@@ -82,26 +98,26 @@ cudaError_t setup_one(int* per_sm) {
   return *per_sm >= 1 ? cudaSuccess : cudaErrorInvalidConfiguration;
 }
 
-template <bool kGemm1>
+template <bool kGemm1, bool kBulk>
 const Occupancy& occupancy() {
   static Occupancy occ;
   static std::once_flag once;
   std::call_once(once, [] {
-    cudaError_t e = setup_one<kGemm1, 1>(&occ.per_sm[0]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, 2>(&occ.per_sm[1]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, 4>(&occ.per_sm[2]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, 8>(&occ.per_sm[3]);
+    cudaError_t e = setup_one<kGemm1, kBulk, 1>(&occ.per_sm[0]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, 2>(&occ.per_sm[1]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, 4>(&occ.per_sm[2]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, 8>(&occ.per_sm[3]);
     if (e == cudaSuccess) {
-      occ.clusters[1] = max_active_clusters<kGemm1, 2>();
-      occ.clusters[2] = max_active_clusters<kGemm1, 4>();
-      occ.clusters[3] = max_active_clusters<kGemm1, 8>();
+      occ.clusters[1] = max_active_clusters<kGemm1, kBulk, 2>();
+      occ.clusters[2] = max_active_clusters<kGemm1, kBulk, 4>();
+      occ.clusters[3] = max_active_clusters<kGemm1, kBulk, 8>();
     }
     occ.err = e;
   });
   return occ;
 }
 
-template <int S, bool kGemm1>
+template <int S, bool kGemm1, bool kBulk>
 cudaError_t launch_split(const KernelArgs& a, int64_t tile_bound, int slots, int max_clusters,
                          cudaStream_t stream) {
   // Persistent clusters: as many as run at once (one wave), but no more than the expected tiles
@@ -109,14 +125,14 @@ cudaError_t launch_split(const KernelArgs& a, int64_t tile_bound, int slots, int
   const int64_t fit = S == 1 ? slots : max_clusters > 0 ? max_clusters : slots * 3 / (4 * S);
   const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(fit, tile_bound));
   const dim3 grid(static_cast<unsigned>(clusters * S));
-  return pdl::launch_pdl(kernel_of<S, kGemm1>(), grid, dim3(decode::kThreads),
-                         decode::Smem<S>::kDynamic, stream, a);
+  return pdl::launch_pdl(kernel_of<S, kGemm1, kBulk>(), grid, dim3(threads_of<kBulk>()),
+                         smem_of<S, kBulk>(), stream, a);
 }
 
-template <bool kGemm1>
+template <bool kGemm1, bool kBulk>
 cudaError_t launch_decode(const KernelArgs& a, int split_k, int rows, int num_sms,
                           cudaStream_t stream) {
-  const Occupancy& occ = occupancy<kGemm1>();
+  const Occupancy& occ = occupancy<kGemm1, kBulk>();
   if (occ.err != cudaSuccess) return occ.err;
   int slots[4];
   for (int i = 0; i < 4; ++i) slots[i] = num_sms * occ.per_sm[i];
@@ -130,14 +146,22 @@ cudaError_t launch_decode(const KernelArgs& a, int split_k, int rows, int num_sm
   const int64_t tile_bound = static_cast<int64_t>(m_tiles) *
                              (std::min(a.num_experts, hint) + hint / decode::kBN);
   switch (S) {
-    case 1: return launch_split<1, kGemm1>(a, tile_bound, slots[0], 0, stream);
-    case 2: return launch_split<2, kGemm1>(a, tile_bound, slots[1], occ.clusters[1], stream);
-    case 4: return launch_split<4, kGemm1>(a, tile_bound, slots[2], occ.clusters[2], stream);
-    default: return launch_split<8, kGemm1>(a, tile_bound, slots[3], occ.clusters[3], stream);
+    case 1: return launch_split<1, kGemm1, kBulk>(a, tile_bound, slots[0], 0, stream);
+    case 2:
+      return launch_split<2, kGemm1, kBulk>(a, tile_bound, slots[1], occ.clusters[1], stream);
+    case 4:
+      return launch_split<4, kGemm1, kBulk>(a, tile_bound, slots[2], occ.clusters[2], stream);
+    default:
+      return launch_split<8, kGemm1, kBulk>(a, tile_bound, slots[3], occ.clusters[3], stream);
   }
 }
 
 }  // namespace
+
+void decode_set_mainloop(int m) {
+  g_mainloop.store(m == kDecodeBulkRing || m == kDecodeRegStream ? m : 0,
+                   std::memory_order_relaxed);
+}
 
 int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]) {
   const int64_t tiles =
@@ -180,7 +204,10 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
              rows > static_cast<int64_t>(kDecodeMaxMeanRows) * a.num_experts) {
     return false;
   }
-  *err = launch_decode<kGemm1>(a, g.split_k, rows, num_sms, stream);
+  const int forced = g_mainloop.load(std::memory_order_relaxed);
+  const bool bulk = forced != 0 ? forced == kDecodeBulkRing : rows <= kDecodeBulkMaxRows;
+  *err = bulk ? launch_decode<kGemm1, true>(a, g.split_k, rows, num_sms, stream)
+              : launch_decode<kGemm1, false>(a, g.split_k, rows, num_sms, stream);
   return true;
 }
 

@@ -20,6 +20,15 @@ constexpr int kDecodeMaxExperts = 1024;  // the decode kernel's per-CTA tile pre
 // tiled 16-token tiles 520): it wins while most experts fit one 16-token tile.
 constexpr bool kDecodeByDefault = true;
 constexpr int kDecodeMaxMeanRows = 12;
+// Two mainloops (bench/NOTES.md D round 4): the register-streamed one (decode_gemm_kernel.cuh)
+// and, at most kDecodeBulkMaxRows expected rows in all, the bulk-copy ring
+// (decode_bulk_kernel.cuh): end to end at T = 1 (1 row at EP16, 4 at TP8xEP4) the chain with the
+// ring measured 34.0 / 27.9 us against 42.2 / 40.5; from EP16 T = 8 on the register one wins.
+constexpr int kDecodeBulkRing = 1;
+constexpr int kDecodeRegStream = 2;
+constexpr int kDecodeBulkMaxRows = 4;
+// Test / timing knob: force a mainloop for later launches (0 = the rule above).
+void decode_set_mainloop(int m);
 
 // The K split (1, 2 or 4 CTAs of a cluster per tile; 8 only when forced) for m_tiles 64-row
 // weight tiles, KT 64-wide K steps, at most max_rows pair rows over num_experts experts, when

@@ -6,8 +6,9 @@
 // so the kernel must keep many bytes in flight and spend few instructions per byte. Measured on
 // the H200 (bench/NOTES.md D): with 1-2 tokens per expert the limit is the consumers' issue rate,
 // mostly the MXFP4 -> BF16 expansion (without it the same kernel streams at ~3.8 TB/s), not the
-// bytes in flight or the copy engine: a producer warp with bulk copies into an mbarrier ring was
-// no faster than plain loads and was removed.
+// bytes in flight or the copy engine: a producer warp with bulk copies into an mbarrier ring
+// (decode_bulk_kernel.cuh) is no faster per kernel; it stays only for the sparsest problems,
+// where its launch chain measured faster end to end (decode_gemm.h, kDecodeBulkMaxRows).
 //
 // Algorithm (swap-AB as in grouped_gemm_kernel.cuh): C^T[64 weight rows, 16 tokens] per tile.
 //  - CTA = 4 warps; warp w owns weight rows 16 w .. 16 w + 15 of the tile. Its prepacked

@@ -1,0 +1,226 @@
+// src/cuda/sm90/decode_bulk_kernel.cuh: the decode GEMM's second mainloop, for the sparsest
+// problems (a few rows in all: T = 1 under EP): a producer warp streams each tile's prepacked
+// weights, scales and token rows with 1-D bulk copies (cp.async.bulk, mbarrier complete_tx) into
+// a 6-stage ring of 2 K steps per stage, 4 consumer warps expand and mma.sync them. Same tiles,
+// split-K cluster reduction, epilogues (finish_tile) and numerics as decode_gemm_kernel.cuh.
+//
+// Why two mainloops: per kernel the register-streamed one is as fast or faster everywhere
+// (bench/NOTES.md D), but end to end at T = 1 the chain with this kernel measured 34.0 / 27.9 us
+// (EP16 / TP8xEP4) against 42.2 / 40.5 with the register-streamed one, both binaries in one
+// session, with equal per-kernel durations under ncu: the difference is in the launch chain,
+// not yet explained. The launcher takes this kernel at <= kDecodeBulkMaxRows expected rows.
+#pragma once
+
+#include "sm90/decode_gemm_kernel.cuh"
+
+namespace mxmoe::sm90::decode {
+
+constexpr int kBulkStageSteps = 2;               // 64-K steps per ring stage
+constexpr int kBulkThreads = kThreads + 32;      // 4 consumer warps + 1 producer warp
+
+// Ring geometry: one bulk copy moves the stage's KS steps of a tile's weights (consecutive steps
+// are contiguous in the prepacked order), one more their scales, one per token row KS x 128
+// bytes of activations.
+struct BulkRing {
+  static constexpr int KS = kBulkStageSteps;
+  static constexpr int kStages = 6;                 // NS
+  static constexpr int kActPitch = KS * 128 + 16;   // bytes per token row: ldmatrix conflict-free
+  static constexpr int kA = KS * (kWBytes + kSBytes);  // activation rows' offset in a stage
+  static constexpr int kStageBytes = kA + kBN * kActPitch;  // a multiple of 128
+  static_assert(kStageBytes % 128 == 0, "stage alignment");
+};
+
+// Shared-memory carve-up (offsets from a 128-byte aligned base); the members finish_tile uses
+// have the same names as Smem<S>'s.
+template <int S>
+struct BulkSmem {
+  static constexpr int kStages = BulkRing::kStages;
+  static constexpr int kRing = 0;
+  static constexpr int kRed = kRing + kStages * BulkRing::kStageBytes;  // (S - 1) partials
+  static constexpr int kOut = kRed + (S - 1) * kPartBytes;
+  static constexpr int kAmax = kOut + kStageOutBytes;         // [4 warps][16]
+  static constexpr int kPrefix = kAmax + 4 * kBN * 4;         // [kMaxExperts + 1]
+  static constexpr int kWarpSum = kPrefix + (kMaxExperts + 1) * 4 + 4;  // [8]
+  static constexpr int kBar = (kWarpSum + 8 * 4 + 7) & ~7;    // full[NS], empty[NS]
+  static constexpr int kRedBar = kBar + 2 * kStages * 8;      // red_full, red_free
+  static constexpr int kEnd = kRedBar + 2 * 8;
+  static constexpr size_t kDynamic = kEnd + 128;              // + alignment slack
+};
+
+// ---- PTX wrappers (sm_90) beyond decode_gemm_kernel.cuh's ----
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+  uint32_t ok;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(ok)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return ok != 0;
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  while (!mbar_try_wait(bar, parity)) {
+  }
+}
+// 1-D bulk copy global -> this CTA's shared memory, completing `bytes` on mbarrier `bar`.
+__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes,
+                                        uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_g2s_hint(uint32_t dst, const void* src, uint32_t bytes,
+                                             uint32_t bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
+      "[%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+      : "memory");
+}
+
+template <int S, bool kGemm1>
+__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
+    decode_bulk_kernel(const KernelArgs p) {
+  constexpr int KS = kBulkStageSteps;
+  using L = BulkSmem<S>;
+  using R = BulkRing;
+  constexpr int kStages = R::kStages, kStageBytes = R::kStageBytes, kActPitch = R::kActPitch;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 127) & ~static_cast<uintptr_t>(127));
+  const uint32_t sbase = ptx::smem_addr(smem);
+  int* sPrefix = reinterpret_cast<int*>(smem + L::kPrefix);
+  int* sWarp = reinterpret_cast<int*>(smem + L::kWarpSum);
+  const uint32_t bar_full = sbase + L::kBar;               // + 8 s
+  const uint32_t bar_empty = bar_full + 8 * kStages;       // + 8 s
+  const uint32_t bar_red_full = sbase + L::kRedBar;       // rank 0: partials landed
+  const uint32_t bar_red_free = bar_red_full + 8;          // ranks > 0: rank 0 read them
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const uint32_t rank = S > 1 ? cluster_rank() : 0;
+  const int cid = S > 1 ? static_cast<int>(cluster_id_x()) : blockIdx.x;
+  const int nclu = S > 1 ? static_cast<int>(num_clusters_x()) : gridDim.x;
+  const int KT = p.K / kStepK, m_tiles = p.M / kTileM;
+  const int k_begin = static_cast<int>(rank) * KT / S, k_end = (static_cast<int>(rank) + 1) * KT / S;
+  const int nk = k_end - k_begin;
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(bar_full + 8 * s, 1);
+      mbar_init(bar_empty + 8 * s, 4);
+    }
+    mbar_init(bar_red_full, (S - 1) * kThreads);
+    mbar_init(bar_red_free, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  // Everything below reads what earlier kernels of the chain wrote (offsets, rows, activations).
+  pdl::wait();
+  build_tile_prefix<kBN, kBulkThreads>(p, m_tiles, sPrefix, sWarp);  // its __syncthreads also
+                                                                // publishes the mbarriers
+  if constexpr (S > 1) cluster_sync_all();   // peers' barriers exist before any remote arrive
+  const int total = sPrefix[p.num_experts];
+  const int64_t mk = static_cast<int64_t>(p.M) * p.K;
+
+  if (warp == 4) {
+    // ================= producer warp =================
+    const uint64_t policy = evict_first_policy();
+    uint32_t it = 0;
+    for (int tile = cid; tile < total; tile += nclu) {
+      const TileInfo ti = tile_info(p, sPrefix, tile);
+      const uint8_t* wq = p.w_packed + ti.e * (mk / 2) +
+                          static_cast<int64_t>(ti.mt) * KT * kWBytes;
+      const uint8_t* ws = p.w_scales + ti.e * (mk / 32) +
+                          static_cast<int64_t>(ti.mt) * KT * kSBytes;
+      const __nv_bfloat16* arow = p.act;
+      if (lane < ti.nrows) {
+        const int64_t row = p.act_row ? p.act_row[ti.p0 + lane] : ti.p0 + lane;
+        arow = p.act + row * p.act_stride;
+      }
+      for (int kb = k_begin; kb < k_end; kb += KS, ++it) {
+        const uint32_t n = min(KS, k_end - kb);  // steps in this stage
+        const int s = it % kStages;
+        if (it >= kStages) mbar_wait(bar_empty + 8 * s, ((it / kStages) - 1) & 1);
+        const uint32_t stage = sbase + L::kRing + s * kStageBytes;
+        if (lane == 0) {
+          mbar_arrive_expect_tx(bar_full + 8 * s, n * (kWBytes + kSBytes + 128u * ti.nrows));
+        }
+        __syncwarp();
+        if (lane < ti.nrows) {
+          bulk_g2s(stage + R::kA + lane * kActPitch, arow + kb * kStepK, 128 * n,
+                   bar_full + 8 * s);
+        } else if (lane == 30) {
+          bulk_g2s_hint(stage, wq + static_cast<int64_t>(kb) * kWBytes, n * kWBytes,
+                        bar_full + 8 * s, policy);
+        } else if (lane == 31) {
+          bulk_g2s_hint(stage + KS * kWBytes, ws + static_cast<int64_t>(kb) * kSBytes,
+                        n * kSBytes, bar_full + 8 * s, policy);
+        }
+      }
+    }
+    return;  // the consumers' waits cover every copy this warp issued
+  }
+
+  // ================= consumer warps =================
+  const int g = lane >> 2;
+  // ldmatrix.x4 row addresses: matrix m = lane / 8 covers tokens 8 (m / 2) + (lane % 8), k half m % 2.
+  const uint32_t lm_off = ((lane >> 4) * 8 + (lane & 7)) * kActPitch + ((lane >> 3) & 1) * 16;
+  uint32_t it = 0;
+  int n_red = 0;  // split tiles done (parity of the red barriers)
+  for (int tile = cid; tile < total; tile += nclu) {
+    const TileInfo ti = tile_info(p, sPrefix, tile);
+    float d[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) d[i] = 0.0f;
+    for (int kb = 0; kb < nk; kb += KS, ++it) {
+      const int n = min(KS, nk - kb);  // steps in this stage
+      const int s = it % kStages;
+      mbar_wait(bar_full + 8 * s, (it / kStages) & 1);
+      const uint8_t* stage = smem + L::kRing + s * kStageBytes;
+      const uint32_t act = sbase + L::kRing + s * kStageBytes + R::kA + lm_off;
+      // All of the stage's loads first (independent, in flight together), then the math.
+      uint4 q[KS];
+      uint32_t sc[KS], b[KS][4][4];
+#pragma unroll
+      for (int j = 0; j < KS; ++j) {
+        if (j < n) {
+          q[j] = *reinterpret_cast<const uint4*>(stage + j * kWBytes + tid * kFragBytes);
+          sc[j] = *reinterpret_cast<const uint32_t*>(stage + KS * kWBytes + j * kSBytes +
+                                                     (8 * warp + g) * kFragScaleBytes);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) ldmatrix_x4(act + 128 * j + 32 * i, b[j][i]);
+        }
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bar_empty + 8 * s);  // the stage is in registers: refill it
+#pragma unroll
+      for (int j = 0; j < KS; ++j) {
+        if (j < n) {
+          uint32_t a[16];
+          expand_fragment(q[j], sc[j], a);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            mma_bf16_16816(d, &a[4 * i], b[j][i][0], b[j][i][1]);
+            mma_bf16_16816(d + 4, &a[4 * i], b[j][i][2], b[j][i][3]);
+          }
+        }
+      }
+    }
+
+    finish_tile<S, kGemm1, L>(p, ti, d, smem, sbase, rank, n_red);
+  }
+  if constexpr (S > 1) {
+    // Rank 0 arrives on our red_free after its last read of our partial: stay alive until then.
+    if (rank != 0 && n_red > 0) mbar_wait_cluster(bar_red_free, (n_red - 1) & 1);
+  }
+}
+
+}  // namespace mxmoe::sm90::decode
