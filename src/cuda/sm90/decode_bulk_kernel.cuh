@@ -48,9 +48,6 @@ struct BulkSmem {
 };
 
 // ---- PTX wrappers (sm_90) beyond decode_gemm_kernel.cuh's ----
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
                : "memory");
@@ -115,12 +112,12 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(bar_full + 8 * s, 1);
-      mbar_init(bar_empty + 8 * s, 4);
+      ptx::mbar_init(bar_full + 8 * s, 1);
+      ptx::mbar_init(bar_empty + 8 * s, 4);
     }
-    mbar_init(bar_red_full, (S - 1) * kThreads);
-    mbar_init(bar_red_free, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    ptx::mbar_init(bar_red_full, (S - 1) * kThreads);
+    ptx::mbar_init(bar_red_free, 1);
+    ptx::mbar_init_fence();
   }
   // Everything below reads what earlier kernels of the chain wrote (offsets, rows, activations).
   pdl::wait();
@@ -200,7 +197,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
         }
       }
       __syncwarp();
-      if (lane == 0) mbar_arrive(bar_empty + 8 * s);  // the stage is in registers: refill it
+      if (lane == 0) ptx::mbar_arrive(bar_empty + 8 * s);  // the stage is in registers: refill it
 #pragma unroll
       for (int j = 0; j < KS; ++j) {
         if (j < n) {
