@@ -6,6 +6,7 @@
 // runs for a few us and host calls before the launch would show up as idle GPU time.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 
 #include "sm90/decode_gemm.h"
@@ -21,7 +22,14 @@ constexpr int kSplits[4] = {1, 2, 4, 8};
 // first H200 run (bench/NOTES.md D): a split pays off only when the tiles leave SMs idle.
 constexpr int kReduceCostSteps = 24;
 
-std::atomic<int> g_mainloop{0};
+// Forced mainloop (0 = the rule). Starts from MXMOE_DECODE_MAINLOOP=1|2 so an end-to-end
+// `mxmoe bench` run can time both mainloops in one device session; tests set it directly.
+int mainloop_from_env() {
+  const char* env = std::getenv("MXMOE_DECODE_MAINLOOP");
+  const int m = env != nullptr ? std::atoi(env) : 0;
+  return m == kDecodeBulkRing || m == kDecodeRegStream ? m : 0;
+}
+std::atomic<int> g_mainloop{mainloop_from_env()};
 
 // kBulk: the bulk-copy ring (decode_bulk_kernel.cuh), else the register-streamed mainloop.
 template <int S, bool kGemm1, bool kBulk>
@@ -205,7 +213,10 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
     return false;
   }
   const int forced = g_mainloop.load(std::memory_order_relaxed);
-  const bool bulk = forced != 0 ? forced == kDecodeBulkRing : rows <= kDecodeBulkMaxRows;
+  const bool bulk = forced != 0 ? forced == kDecodeBulkRing
+                                : rows <= kDecodeBulkMaxRows ||
+                                      static_cast<int64_t>(rows) * kDecodeBulkExpertsPerRow <=
+                                          a.num_experts;
   *err = bulk ? launch_decode<kGemm1, true>(a, g.split_k, rows, num_sms, stream)
               : launch_decode<kGemm1, false>(a, g.split_k, rows, num_sms, stream);
   return true;

@@ -20,14 +20,18 @@ constexpr int kDecodeMaxExperts = 1024;  // the decode kernel's per-CTA tile pre
 // tiled 16-token tiles 520): it wins while most experts fit one 16-token tile.
 constexpr bool kDecodeByDefault = true;
 constexpr int kDecodeMaxMeanRows = 12;
-// Two mainloops (bench/NOTES.md D round 4): the register-streamed one (decode_gemm_kernel.cuh)
-// and, at most kDecodeBulkMaxRows expected rows in all, the bulk-copy ring
-// (decode_bulk_kernel.cuh): end to end at T = 1 (1 row at EP16, 4 at TP8xEP4) the chain with the
-// ring measured 34.0 / 27.9 us against 42.2 / 40.5; from EP16 T = 8 on the register one wins.
+// Two mainloops (bench/NOTES.md D round 5): the register-streamed one (decode_gemm_kernel.cuh)
+// and, for at most kDecodeBulkMaxRows expected rows or at most one row per
+// kDecodeBulkExpertsPerRow experts, the bulk-copy ring (decode_bulk_kernel.cuh). End to end on
+// the H200 (w4a16, us, ring / register): EP16 T=1 33.3 / 42.0, T=4 56.5 / 65.7, T=8 94.1 / 93.8,
+// T=16 132.5 / 124.9; TP8xEP4 T=1 27.9 / 40.7, T=4 44.3 / 50.6, T=8 57.9 / 67.6, T=16 92.4 /
+// 85.2. The kernels alone time alike at T=1 (ncu), so the ring's gain is in the PDL chain.
 constexpr int kDecodeBulkRing = 1;
 constexpr int kDecodeRegStream = 2;
 constexpr int kDecodeBulkMaxRows = 4;
-// Test / timing knob: force a mainloop for later launches (0 = the rule above).
+constexpr int kDecodeBulkExpertsPerRow = 4;
+// Test / timing knob: force a mainloop for later launches (0 = the rule above); the process
+// starts from MXMOE_DECODE_MAINLOOP (1 or 2) when set, for end-to-end A/B timings.
 void decode_set_mainloop(int m);
 
 // The K split (1, 2 or 4 CTAs of a cluster per tile; 8 only when forced) for m_tiles 64-row
