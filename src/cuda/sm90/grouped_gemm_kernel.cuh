@@ -7,7 +7,7 @@
 //    registers (E2M1 x 2^(s-127) is exact in BF16) and feeds wgmma.mma_async m64nBNk16 (RS form).
 //  - B = the tile's BN token rows x 64 K of BF16 in shared memory, 128-byte swizzled K-major,
 //    gathered with cp.async (16 B per thread, rows through act_row), kStages deep; rows past the
-//    expert's end are zero-filled and never stored.
+//    tile's end are not copied (stale or uninitialized smem: those columns are never stored).
 //  - fp32 accumulators in registers: thread (warp w, lane = 4 g + t) holds weight rows 16 w + g
 //    and 16 w + g + 8, token columns 8 j + 2 t + {0, 1}. With the w13 interleave of 8
 //    (weight_layout.h) those rows are a gate row and its up row, so SiTU-GLU needs no exchange.
@@ -179,27 +179,24 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
     const int nrows = min(BN, rows - rt * BN);
 
     // ---- activation rows this thread copies: rows tid/8 + 16 i, 16-byte chunk tid % 8 ----
-    const int chunk = tid & 7;
+    // Rows past the tile's end are not copied: a token row only feeds its own output column,
+    // which the epilogue never stores. The swizzled column is the same for every i, so the
+    // destinations are one base plus immediates (no select, no branch per copy).
+    const int chunk = tid & 7, r0 = tid >> 3;
+    const int nv = nrows > r0 ? (nrows - r0 + 15) / 16 : 0;  // valid rows r0 + 16 i: i < nv
+    const uint32_t col = r0 * 128 + ((chunk ^ (r0 & 7)) << 4);  // 128-byte swizzle
     const __nv_bfloat16* src[kRowsPerThread];
-    uint32_t valid = 0;
 #pragma unroll
     for (int i = 0; i < kRowsPerThread; ++i) {
-      const int r = (tid >> 3) + 16 * i;
-      src[i] = p.act;
-      if (r < nrows) {
-        const int64_t row = p.act_row ? p.act_row[p0 + r] : p0 + r;
-        src[i] = p.act + row * p.act_stride + chunk * 8;
-        valid |= 1u << i;
-      }
+      int64_t row = 0;
+      if (i < nv) row = p.act_row ? p.act_row[p0 + r0 + 16 * i] : p0 + r0 + 16 * i;
+      src[i] = p.act + row * p.act_stride + chunk * 8;
     }
     auto load_stage = [&](int kb) {
-      const uint32_t base = smem_base + (kb % kStages) * kStageBytes;
+      const uint32_t dst = smem_base + (kb % kStages) * kStageBytes + col;
 #pragma unroll
       for (int i = 0; i < kRowsPerThread; ++i) {
-        const int r = (tid >> 3) + 16 * i;
-        const uint32_t dst = base + r * 128 + ((chunk ^ (r & 7)) << 4);  // 128-byte swizzle
-        const bool ok = (valid >> i) & 1u;
-        ptx::cp_async_16(dst, ok ? static_cast<const void*>(src[i] + kb * kStepK) : p.act, ok);
+        if (i < nv) ptx::cp_async_16(dst + 2048 * i, src[i] + kb * kStepK, true);
       }
     };
 

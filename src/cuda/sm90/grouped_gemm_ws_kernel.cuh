@@ -5,8 +5,8 @@
 //
 // CTA = 3 warpgroups (384 threads), one CTA per SM, persistent:
 //  - warpgroup 0, the producer (setmaxnreg down to 56 registers): gathers the tile's activation
-//    rows with cp.async (16 B per thread, the 128-byte swizzle, rows through act_row, zero fill
-//    past the expert's end) into a ring of `stages` slots of cap x 128 B (64 K of BF16 per row).
+//    rows with cp.async (16 B per thread, the 128-byte swizzle, rows through act_row; rows past
+//    the unit's end are not copied) into a ring of `stages` slots of cap x 128 B (64 K of BF16 per row).
 //    A slot is handed over through two mbarriers: the producer waits on empty[slot], copies,
 //    and kWsLag steps later (its own cp.async group has landed: cp.async.wait_group, then the
 //    proxy fence so wgmma's async proxy sees the bytes) arrives on full[slot] (128 arrivals).
@@ -190,40 +190,49 @@ __device__ __forceinline__ WsTile ws_decode(const KernelArgs& p, const int* sUni
 }
 
 // ---- producer warpgroup: activation slots ----
+// Thread (r0 = tid / 8, chunk = tid % 8) copies 16 bytes of rows r0 + 16 i, i < 12, of each
+// step. Its shared-memory column is the same for every i ((r0 + 16 i) & 7 == r0 & 7), so
+// the destinations are one base plus immediates, and rows past the tile's end are simply not
+// copied: a token row of the slot only feeds its own output column, which the epilogue never
+// stores. Per copy the step costs a 64-bit add and a predicated cp.async, no branch (the first
+// H200 profile of this kernel showed ~25 dependent instructions and a divergent branch per
+// copy, and the consumers waiting on the producer: bench/NOTES.md P round 4).
 template <int kLag>
 __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int stages, bool load,
                                             const int* sUnits, int total, int m2_tiles, int KT,
                                             uint32_t slots, uint32_t full, uint32_t empty) {
+  constexpr int kRowsPerThread = kWsMaxTileN / 16;
   const int tid = threadIdx.x;  // 0..127
   const int chunk = tid & 7, r0 = tid >> 3;
   const uint32_t stage_bytes = cap * 128;
+  const uint32_t col = r0 * 128 + ((chunk ^ (r0 & 7)) << 4);  // 128-byte swizzle
   const uint4* act4 = reinterpret_cast<const uint4*>(p.act);
   int slot = 0, phase = 0, lag_slot = 0, pending = 0;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
     const WsTile T = ws_decode(p, sUnits, cap, m2_tiles, tile);
-    // this thread's rows r0 + 16 i, as offsets in 16-byte units (x_stride % 8 == 0)
-    uint32_t off[kWsMaxTileN / 16];
-    uint32_t valid = 0;
+    // Rows r0 + 16 i with i < nv are this thread's valid ones (act_stride % 8 == 0).
+    const int nv = T.nrows > r0 ? (T.nrows - r0 + 15) / 16 : 0;
+    const uint4* src[kRowsPerThread];
 #pragma unroll
-    for (int i = 0; i < kWsMaxTileN / 16; ++i) {
-      const int r = r0 + 16 * i;
-      off[i] = 0;
-      if (r < T.nrows) {
-        const int64_t row = p.act_row ? p.act_row[T.p0 + r] : T.p0 + r;
-        off[i] = static_cast<uint32_t>((row * p.act_stride) / 8 + chunk);
-        valid |= 1u << i;
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      int64_t row = 0;
+      if (i < nv) {
+        const int r = r0 + 16 * i;
+        row = p.act_row ? p.act_row[T.p0 + r] : T.p0 + r;
       }
+      src[i] = act4 + (row * p.act_stride) / 8 + chunk - 8;  // one step before step 0
     }
     for (int kb = 0; kb < KT; ++kb) {
       ptx::mbar_wait(empty + 8 * slot, phase ^ 1);
-      const uint32_t base = slots + slot * stage_bytes;
+      if (load) {
+        const uint32_t dst = slots + slot * stage_bytes + col;
+        // Advanced before the copies (src starts one step back): rewriting a source register
+        // right after its cp.async would wait for the copy to read it (short scoreboard).
 #pragma unroll
-      for (int i = 0; i < kWsMaxTileN / 16; ++i) {
-        const int r = r0 + 16 * i;
-        if (load && r < T.ncls) {
-          const bool ok = (valid >> i) & 1u;
-          const uint32_t dst = base + r * 128 + ((chunk ^ (r & 7)) << 4);  // 128-byte swizzle
-          ptx::cp_async_16(dst, ok ? static_cast<const void*>(act4 + off[i] + kb * 8) : p.act, ok);
+        for (int i = 0; i < kRowsPerThread; ++i) src[i] += 8;
+#pragma unroll
+        for (int i = 0; i < kRowsPerThread; ++i) {
+          if (i < nv) ptx::cp_async_16(dst + 2048 * i, src[i], true);
         }
       }
       ptx::cp_async_commit();
