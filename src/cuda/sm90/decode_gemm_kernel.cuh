@@ -47,6 +47,7 @@
 #include "sm90/mxfp4_fragment.h"
 #include "smxx/pdl.cuh"
 #include "smxx/mxfp8_device.cuh"
+#include "smxx/situ_device.cuh"
 
 namespace mxmoe::sm90::decode {
 
@@ -223,12 +224,12 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
 
   if constexpr (kGemm1) {
     // ---- SiTU-GLU (+ MXFP8): grouped_gemm_kernel.cuh's BN = 16 epilogue ----
-    const float beta = p.beta[ti.e], lbeta = p.linear_beta[ti.e];
+    const smxx::SituCoeffs sc = smxx::situ_coeffs(p.beta[ti.e], p.linear_beta[ti.e]);
     float v[4];
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      v[2 * j] = situ_glu(d[4 * j], d[4 * j + 2], beta, lbeta);
-      v[2 * j + 1] = situ_glu(d[4 * j + 1], d[4 * j + 3], beta, lbeta);
+      v[2 * j] = smxx::situ_glu_dev(d[4 * j], d[4 * j + 2], sc);
+      v[2 * j + 1] = smxx::situ_glu_dev(d[4 * j + 1], d[4 * j + 3], sc);
     }
     if (p.mxfp8_out) {
       float* sAmax = reinterpret_cast<float*>(smem + L::kAmax);

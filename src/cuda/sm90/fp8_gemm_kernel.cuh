@@ -38,6 +38,7 @@
 #include "mxmoe/formats.h"
 #include "sm90/tile_prefix.cuh"
 #include "smxx/mxfp8_device.cuh"
+#include "smxx/situ_device.cuh"
 #include "smxx/pdl.cuh"
 #include "sm90/ptx.cuh"
 
@@ -339,12 +340,12 @@ __global__ void __launch_bounds__(WGS * kWarpgroup, min_blocks(BN, WGS))
     if constexpr (kGemm1) {
       // ---- SiTU-GLU + MXFP8: acc[4j + {0,1}] gate, acc[4j + {2,3}] up; each warpgroup's 32
       // intermediates of a token are one MX block ----
-      const float beta = p.beta[e], lbeta = p.linear_beta[e];
+      const smxx::SituCoeffs sc = smxx::situ_coeffs(p.beta[e], p.linear_beta[e]);
       float v[BN / 4];
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
-        v[2 * j] = situ_glu(acc[4 * j], acc[4 * j + 2], beta, lbeta);
-        v[2 * j + 1] = situ_glu(acc[4 * j + 1], acc[4 * j + 3], beta, lbeta);
+        v[2 * j] = smxx::situ_glu_dev(acc[4 * j], acc[4 * j + 2], sc);
+        v[2 * j + 1] = smxx::situ_glu_dev(acc[4 * j + 1], acc[4 * j + 3], sc);
       }
       uint8_t* sCodes = smem;
       float* sAmax = reinterpret_cast<float*>(smem + BN * kCodePitch) + wg * 4 * BN;  // [4][BN]

@@ -50,6 +50,7 @@
 #include "sm90/mxfp4_fragment.h"
 #include "sm90/ptx.cuh"
 #include "smxx/mxfp8_device.cuh"
+#include "smxx/situ_device.cuh"
 #include "smxx/pdl.cuh"
 
 namespace mxmoe::sm90 {
@@ -64,6 +65,10 @@ constexpr int kWsClasses = kWsMaxTileN / kWsClassN;
 // (cp.async.wait_group takes a constant: the kernel carries 2, 4 and 6; `tune` picks one).
 constexpr int kWsLag = 2;
 constexpr int kWsMinStages = kWsLag + 2;
+// K steps ahead of use at which a consumer prefetches its weight lines into L2 (its register
+// loads are 2 steps ahead; the first H200 profile after the producer fix showed GEMM2's
+// consumers waiting on those loads: bench/NOTES.md P round 5).
+constexpr int kWsL2Ahead = 6;
 // tune: bits 0-3 the producer lag (2, 4, 6; slots >= lag + 2), and two diagnostics that make
 // the results wrong on purpose, for timing only: bit 8 the producer copies nothing, bit 9 the
 // consumers skip the weight conversion.
@@ -285,6 +290,15 @@ struct WsTileRunner {
         c.rq[B] = ptx::ld_stream_v4(c.nq + (kb + 2 - KT) * c.kQStep);
         c.rs[B] = ptx::ld_stream_u32(c.ns + (kb + 2 - KT) * c.kSStep);
       }
+      // The register loads above are only two steps ahead; the weights of step kb + kWsL2Ahead
+      // are pulled into L2 now so those loads hit L2 instead of waiting on DRAM.
+      if (kb + kWsL2Ahead < KT) {
+        ptx::prefetch_l2(c.wq + (kb + kWsL2Ahead) * c.kQStep);
+        ptx::prefetch_l2(c.ws + (kb + kWsL2Ahead) * c.kSStep);
+      } else if (c.nact && kb + kWsL2Ahead - KT < KT) {
+        ptx::prefetch_l2(c.nq + (kb + kWsL2Ahead - KT) * c.kQStep);
+        ptx::prefetch_l2(c.ns + (kb + kWsL2Ahead - KT) * c.kSStep);
+      }
 #pragma unroll
       for (int i = 0; i < 16; ++i) ptx::fence_operand(a[B][i]);
       ptx::wgmma_fence();
@@ -320,12 +334,12 @@ struct WsTileRunner {
     const int mt = 2 * T.m2 + c.cw;
     if constexpr (kGemm1) {
       // ---- SiTU-GLU (+ MXFP8) epilogue: d[4j + {0,1}] gate, d[4j + {2,3}] up ----
-      const float beta = p.beta[T.e], lbeta = p.linear_beta[T.e];
+      const smxx::SituCoeffs sc = smxx::situ_coeffs(p.beta[T.e], p.linear_beta[T.e]);
       float v[N / 4];
 #pragma unroll
       for (int j = 0; j < N / 8; ++j) {
-        v[2 * j] = situ_glu(d[4 * j], d[4 * j + 2], beta, lbeta);
-        v[2 * j + 1] = situ_glu(d[4 * j + 1], d[4 * j + 3], beta, lbeta);
+        v[2 * j] = smxx::situ_glu_dev(d[4 * j], d[4 * j + 2], sc);
+        v[2 * j + 1] = smxx::situ_glu_dev(d[4 * j + 1], d[4 * j + 3], sc);
       }
       if (p.mxfp8_out) {
         // The tile's 32 intermediates of a token are one MX block: max over g (lanes with equal
@@ -362,13 +376,22 @@ struct WsTileRunner {
       }
     } else {
       // ---- GEMM2 epilogue: y = row_weight * acc ----
+      // This thread's N / 4 token columns' weights, all loaded before the first store: y and
+      // row_weight may alias for the compiler, which otherwise reloads a weight after every
+      // store and waits on each load in turn.
+      float rw[N / 4];
+#pragma unroll
+      for (int j = 0; j < N / 4; ++j) {
+        const int col = 8 * (j >> 1) + 2 * t + (j & 1);
+        rw[j] = col < T.nrows ? p.row_weight[T.p0 + col] : 0.0f;
+      }
       float* ycol = p.y + 64 * mt + 16 * warp + g;
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) {
         const int col = 8 * (i >> 2) + 2 * t + (i & 1);
         if (col < T.nrows) {
           const int64_t row = T.p0 + col;
-          ycol[row * p.M + 8 * ((i >> 1) & 1)] = d[i] * p.row_weight[row];
+          ycol[row * p.M + 8 * ((i >> 1) & 1)] = d[i] * rw[2 * (i >> 2) + (i & 1)];
         }
       }
     }
