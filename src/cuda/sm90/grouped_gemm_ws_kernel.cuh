@@ -344,22 +344,25 @@ struct WsTileRunner {
       if (p.mxfp8_out) {
         // The tile's 32 intermediates of a token are one MX block: max over g (lanes with equal
         // t) by shuffles, then over this consumer's 4 warps through shared memory.
-        float* sAmax = c.sAmax;
+        const uint32_t sAmax = c.sAmax;  // shared address of [4 warps][kWsMaxTileN] floats
 #pragma unroll
         for (int i = 0; i < N / 4; ++i) {
           float m = fabsf(v[i]);
           m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 4));
           m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 8));
           m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 16));
-          if (g == 0) sAmax[warp * kWsMaxTileN + 8 * (i >> 1) + 2 * t + (i & 1)] = m;
+          const int col = 8 * (i >> 1) + 2 * t + (i & 1);
+          if (g == 0) ptx::sts_f32(sAmax + 4 * (warp * kWsMaxTileN + col), m);
         }
         ptx::named_barrier(1 + c.cw, kWarpgroup);
 #pragma unroll
         for (int i = 0; i < N / 4; ++i) {
           const int col = 8 * (i >> 1) + 2 * t + (i & 1);
           const float amax =
-              fmaxf(fmaxf(sAmax[col], sAmax[kWsMaxTileN + col]),
-                    fmaxf(sAmax[2 * kWsMaxTileN + col], sAmax[3 * kWsMaxTileN + col]));
+              fmaxf(fmaxf(ptx::lds_f32(sAmax + 4 * col),
+                          ptx::lds_f32(sAmax + 4 * (kWsMaxTileN + col))),
+                    fmaxf(ptx::lds_f32(sAmax + 4 * (2 * kWsMaxTileN + col)),
+                          ptx::lds_f32(sAmax + 4 * (3 * kWsMaxTileN + col))));
           // formats.h's scale rule, code and value, bit for bit (smxx/mxfp8_device.cuh).
           v[i] = smxx::mxfp8_fake_quantize(v[i], smxx::mxfp8_exponent(amax));  // exact in BF16
         }
@@ -404,7 +407,7 @@ struct WsConsumerCtx {
   int KT, cw, warp, lane;
   uint32_t slots, full, empty, stage_bytes;
   int stages, slot = 0, phase = 0;
-  float* sAmax;
+  uint32_t sAmax;  // shared address of this consumer's amax scratch
   static constexpr int kQStep = kWarpgroup * kFragBytes, kSStep = kRowPairs * kFragScaleBytes;
   uint4 rq[2];
   uint32_t rs[2];
@@ -425,7 +428,7 @@ template <bool kGemm1>
 __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int stages,
                                             const int* sUnits, int total, int m2_tiles, int KT,
                                             uint32_t slots, uint32_t full, uint32_t empty,
-                                            float* sAmaxAll, int tune) {
+                                            uint32_t sAmaxAll, int tune) {
   WsConsumerCtx c(p);
   c.expand = (tune & kWsTuneNoExpand) == 0;
   c.cw = threadIdx.x / kWarpgroup - 1;  // 0 or 1
@@ -438,7 +441,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   c.empty = empty;
   c.stage_bytes = cap * 128;
   c.stages = stages;
-  c.sAmax = sAmaxAll + c.cw * 4 * kWsMaxTileN;
+  c.sAmax = sAmaxAll + c.cw * 4 * kWsMaxTileN * 4;
   const int m_tiles = p.M / kTileM, g = c.lane >> 2;
   const int64_t mk = static_cast<int64_t>(p.M) * p.K;
 
@@ -546,8 +549,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
   } else {
     ptx::setmaxnreg_inc<kWsConsumerRegs>();
-    ws_consumer<kGemm1>(p, cap, stages, sUnits, total, m2_tiles, KT, slots, full, empty, sAmax,
-                        tune);
+    ws_consumer<kGemm1>(p, cap, stages, sUnits, total, m2_tiles, KT, slots, full, empty,
+                        ptx::smem_addr(sAmax), tune);
   }
 }
 

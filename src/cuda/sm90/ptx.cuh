@@ -74,6 +74,17 @@ __device__ __forceinline__ uint4 ld_stream_v4(const void* p) {
                : "l"(p));
   return v;
 }
+// Shared-memory float load / store by 32-bit shared address: for pointers the compiler cannot
+// prove are shared (kept in a struct across calls), a plain dereference becomes a generic LD/ST,
+// several times the latency of LDS/STS (the MXFP8 epilogue's amax exchange: NOTES P round 5).
+__device__ __forceinline__ float lds_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void sts_f32(uint32_t addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
+}
 // Brings the 128-byte line holding p into L2 (no register, no completion to wait for).
 __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
