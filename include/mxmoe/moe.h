@@ -46,11 +46,13 @@ struct PrepareOptions {
   Backend backend = Backend::kW4A8;  // the default backend of run_moe (both use the same weights)
   int device = -1;        // CUDA device ordinal; -1: the current device
   // With backend kW4A8: also keep the weights folded exactly into E4M3 (one power-of-two exponent
-  // per row) for the FP8-tensor-core prefill GEMMs, which run_moe takes at large token counts.
-  // Costs 3 x H x I bytes per expert on top of the MXFP4 copy (33 MB per Kimi-K3 expert: 1.85 GB
-  // for an EP16 slice, 29.6 GB for all 896) and a host fold at prepare time. false: w4a8 runs the
-  // BF16-MMA kernels at every size. (MXMOE_W4A8_FP8=off in the environment also turns it off.)
-  bool fp8_prefill_weights = true;
+  // per row) for the FP8-tensor-core prefill GEMMs, which run_moe then takes at large token
+  // counts. Off by default: on the H200 the BF16-MMA kernels are faster at every measured size
+  // (w4a8 end to end, EP16 T = 16384: 2795 us against 4035 with the FP8 path; bench/RESULTS.md,
+  // third session), and the fold costs 3 x H x I bytes per expert on top of the MXFP4 copy
+  // (33 MB per Kimi-K3 expert: 1.85 GB for an EP16 slice) plus a host fold at prepare time.
+  // MXMOE_W4A8_FP8=on / off in the environment overrides this either way (A/B runs).
+  bool fp8_prefill_weights = false;
 };
 
 struct PreparedWeights;  // opaque; lives on `device`

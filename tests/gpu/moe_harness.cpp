@@ -11,12 +11,13 @@
 namespace mxmoe::test {
 
 std::unique_ptr<GpuLayer> make_gpu_layer(int E_total, int H, int I, int k, int start, int count,
-                                         uint64_t seed) {
+                                         uint64_t seed, bool fp8_prefill) {
   auto g = std::make_unique<GpuLayer>();
   g->syn = make_layer(E_total, H, I, k, start, count, seed);
   PrepareOptions o;
   o.expert_start = start;
   o.expert_count = count;
+  o.fp8_prefill_weights = fp8_prefill;
   const Status s = prepare_weights(g->syn->layer, o, &g->w);
   if (!s.ok()) {
     ADD_FAILURE() << "prepare_weights: " << s.message();

@@ -41,8 +41,9 @@ struct GpuLayer {
   PreparedWeights* w = nullptr;
   ~GpuLayer() { destroy_weights(w); }
 };
+// fp8_prefill: PrepareOptions::fp8_prefill_weights (w4a8 takes the FP8 GEMMs at large T).
 std::unique_ptr<GpuLayer> make_gpu_layer(int E_total, int H, int I, int k, int start, int count,
-                                         uint64_t seed);
+                                         uint64_t seed, bool fp8_prefill = false);
 
 // Runs one case with gtest assertions (bars of issue 3) and prints the metrics.
 void run_case(const GpuLayer& g, const CaseOptions& c, CaseResult* result = nullptr);

@@ -32,6 +32,23 @@ TEST(MoeEp56x3072, AllTokenCountsBothBackends) {
   }
 }
 
+// The FP8-tensor-core W4A8 GEMMs (opt-in: PrepareOptions::fp8_prefill_weights) end to end, at
+// a size where run_moe takes them (T x k >= 64 x all experts).
+TEST(MoeEp56x3072, Fp8PrefillPath) {
+  MXMOE_REQUIRE_SM90();
+  auto g = make_gpu_layer(kE, kH, 3072, kK, 112, 56, 104, /*fp8_prefill=*/true);
+  ASSERT_TRUE(g);
+  ASSERT_GT(prepared_info(g->w).fp8_weight_bytes, 0u) << "the E4M3 fold was not built";
+  CaseOptions c;
+  c.name = "ep56x3072 fp8-prefill";
+  c.T = 4096;
+  c.routing = Routing::kLocalHeavy;
+  c.sample = 4;
+  c.cross_mode_bar = true;
+  c.seed = 5096;
+  run_case(*g, c);
+}
+
 TEST(MoeEp224x384, GpuRoutingDecodePrefillLarge) {
   MXMOE_REQUIRE_SM90();
   auto g = make_gpu_layer(kE, kH, 384, kK, 448, 224, 202);

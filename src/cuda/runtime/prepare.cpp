@@ -61,13 +61,16 @@ void free_fp8(Fp8DeviceWeights* f) {
   *f = Fp8DeviceWeights{};
 }
 
-// MXMOE_W4A8_FP8=off: no folded weights, no FP8 path (A/B measurements). Read once.
-bool fp8_path_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("MXMOE_W4A8_FP8");
-    return !(v && std::strcmp(v, "off") == 0);
+// MXMOE_W4A8_FP8=on / off overrides PrepareOptions::fp8_prefill_weights (A/B measurements);
+// 0 when unset. Read once.
+int fp8_path_override() {
+  static const int v = [] {
+    const char* e = std::getenv("MXMOE_W4A8_FP8");
+    if (e && std::strcmp(e, "on") == 0) return 1;
+    if (e && std::strcmp(e, "off") == 0) return -1;
+    return 0;
   }();
-  return on;
+  return v;
 }
 
 // The small parts of one expert's fold that are gathered after all experts (the fold-0 codes and
@@ -200,8 +203,9 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
   const size_t p2 = sm90::prepacked_packed_bytes(H, I);
   const size_t s2 = sm90::prepacked_scale_bytes(H, I);
   w->weight_bytes = (p13 + s13 + p2 + s2) * count;
-  const bool fold = opt.backend == Backend::kW4A8 && opt.fp8_prefill_weights &&
-                    fp8_path_enabled() &&
+  const bool want_fold = fp8_path_override() != 0 ? fp8_path_override() > 0
+                                                  : opt.fp8_prefill_weights;
+  const bool fold = opt.backend == Backend::kW4A8 && want_fold &&
                     H % sm90::kFoldTileK == 0 && I % sm90::kFoldTileK == 0;
   const size_t f13 = static_cast<size_t>(2) * I * H, f2 = static_cast<size_t>(H) * I;
   cudaError_t err = cudaMalloc(&w->w13_packed, p13 * count);
@@ -301,7 +305,7 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
 }
 
 bool use_w4a8_fp8(const PreparedWeights* w, Backend backend, int num_tokens, int top_k) {
-  if (!w || !w->has_fp8 || backend != Backend::kW4A8 || !fp8_path_enabled()) return false;
+  if (!w || !w->has_fp8 || backend != Backend::kW4A8) return false;
   // Expected rows per expert: T * k over ALL experts (each rank sees its share of the picks).
   const int64_t pairs = static_cast<int64_t>(num_tokens) * top_k;
   return pairs >= static_cast<int64_t>(kFp8MinRowsPerExpert) * w->num_experts_total;

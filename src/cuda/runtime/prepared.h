@@ -3,12 +3,11 @@
 // Layout: the owned experts' prepacked matrices back to back (sm90/grouped_gemm.h), local expert
 // i = global expert expert_start + i:
 //   w13: 2I x H each (fused gate/up, weight_layout.h), w2: H x I each.
-// With the w4a8 backend requested (PrepareOptions::backend, the default) and H, I multiples of
-// 128, the same matrices are also folded exactly into E4M3 (sm90/fp8_fold.h) for the FP8 prefill
-// GEMMs (sm90/fp8_gemm.h): 1 byte per weight, so 2 I H + H I bytes per expert on top of the MXFP4
-// copy (Kimi-K3 I = 3072: 33.0 MB per expert, 1.85 GB for EP16's 56 experts, 29.6 GB for all 896),
-// plus 4 bytes per row of exponents. PrepareOptions::fp8_prefill_weights = false (or
-// MXMOE_W4A8_FP8=off in the environment) skips it and the FP8 path. run_moe uses it for w4a8
+// With the w4a8 backend, PrepareOptions::fp8_prefill_weights (off by default; MXMOE_W4A8_FP8=on
+// / off overrides it) and H, I multiples of 128, the same matrices are also folded exactly into
+// E4M3 (sm90/fp8_fold.h) for the FP8 prefill GEMMs (sm90/fp8_gemm.h): 1 byte per weight, so
+// 2 I H + H I bytes per expert on top of the MXFP4 copy (Kimi-K3 I = 3072: 33.0 MB per expert,
+// 1.85 GB for EP16's 56 experts), plus 4 bytes per row of exponents. run_moe uses them for w4a8
 // when the tokens per expert make FP8 MMA worthwhile (use_w4a8_fp8, host-known sizes only).
 #pragma once
 
