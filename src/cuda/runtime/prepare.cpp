@@ -203,8 +203,8 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
   const size_t p2 = sm90::prepacked_packed_bytes(H, I);
   const size_t s2 = sm90::prepacked_scale_bytes(H, I);
   w->weight_bytes = (p13 + s13 + p2 + s2) * count;
-  const bool want_fold = fp8_path_override() != 0 ? fp8_path_override() > 0
-                                                  : opt.fp8_prefill_weights;
+  const int fp8_override = fp8_path_override();
+  const bool want_fold = fp8_override != 0 ? fp8_override > 0 : opt.fp8_prefill_weights;
   const bool fold = opt.backend == Backend::kW4A8 && want_fold &&
                     H % sm90::kFoldTileK == 0 && I % sm90::kFoldTileK == 0;
   const size_t f13 = static_cast<size_t>(2) * I * H, f2 = static_cast<size_t>(H) * I;

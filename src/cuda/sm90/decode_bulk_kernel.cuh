@@ -103,11 +103,10 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
   const uint32_t bar_red_free = bar_red_full + 8;          // ranks > 0: rank 0 read them
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const uint32_t rank = S > 1 ? cluster_rank() : 0;
-  const int cid = S > 1 ? static_cast<int>(cluster_id_x()) : blockIdx.x;
-  const int nclu = S > 1 ? static_cast<int>(num_clusters_x()) : gridDim.x;
   const int KT = p.K / kStepK, m_tiles = p.M / kTileM;
-  const int k_begin = static_cast<int>(rank) * KT / S, k_end = (static_cast<int>(rank) + 1) * KT / S;
+  const SplitSlice sl = split_slice<S>(KT);
+  const uint32_t rank = sl.rank;
+  const int cid = sl.cid, nclu = sl.nclu, k_begin = sl.k_begin, k_end = sl.k_end;
   const int nk = k_end - k_begin;
 
   if (tid == 0) {

@@ -24,10 +24,10 @@ constexpr int kReduceCostSteps = 24;
 
 // Forced mainloop (0 = the rule). Starts from MXMOE_DECODE_MAINLOOP=1|2 so an end-to-end
 // `mxmoe bench` run can time both mainloops in one device session; tests set it directly.
+int valid_mainloop(int m) { return m == kDecodeBulkRing || m == kDecodeRegStream ? m : 0; }
 int mainloop_from_env() {
   const char* env = std::getenv("MXMOE_DECODE_MAINLOOP");
-  const int m = env != nullptr ? std::atoi(env) : 0;
-  return m == kDecodeBulkRing || m == kDecodeRegStream ? m : 0;
+  return valid_mainloop(env != nullptr ? std::atoi(env) : 0);
 }
 std::atomic<int> g_mainloop{mainloop_from_env()};
 
@@ -167,8 +167,7 @@ cudaError_t launch_decode(const KernelArgs& a, int split_k, int rows, int num_sm
 }  // namespace
 
 void decode_set_mainloop(int m) {
-  g_mainloop.store(m == kDecodeBulkRing || m == kDecodeRegStream ? m : 0,
-                   std::memory_order_relaxed);
+  g_mainloop.store(valid_mainloop(m), std::memory_order_relaxed);
 }
 
 int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]) {

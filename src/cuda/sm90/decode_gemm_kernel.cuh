@@ -136,6 +136,22 @@ __device__ __forceinline__ uint32_t num_clusters_x() {
   asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(r));
   return r;
 }
+// This CTA's place in a split-K cluster of S CTAs: its rank, its cluster and the cluster count
+// (the persistent tile loop's start and stride), and its slice [k_begin, k_end) of the KT steps.
+struct SplitSlice {
+  uint32_t rank;
+  int cid, nclu, k_begin, k_end;
+};
+template <int S>
+__device__ __forceinline__ SplitSlice split_slice(int KT) {
+  SplitSlice s;
+  s.rank = S > 1 ? cluster_rank() : 0;
+  s.cid = S > 1 ? static_cast<int>(cluster_id_x()) : blockIdx.x;
+  s.nclu = S > 1 ? static_cast<int>(num_clusters_x()) : gridDim.x;
+  s.k_begin = static_cast<int>(s.rank) * KT / S;
+  s.k_end = (static_cast<int>(s.rank) + 1) * KT / S;
+  return s;
+}
 __device__ __forceinline__ void cluster_sync_all() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
@@ -309,11 +325,10 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
   const uint32_t bar_red_full = sbase + L::kRedBar, bar_red_free = bar_red_full + 8;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
-  const uint32_t rank = S > 1 ? cluster_rank() : 0;
-  const int cid = S > 1 ? static_cast<int>(cluster_id_x()) : blockIdx.x;
-  const int nclu = S > 1 ? static_cast<int>(num_clusters_x()) : gridDim.x;
   const int KT = p.K / kStepK, m_tiles = p.M / kTileM;
-  const int k_begin = static_cast<int>(rank) * KT / S, k_end = (static_cast<int>(rank) + 1) * KT / S;
+  const SplitSlice sl = split_slice<S>(KT);
+  const uint32_t rank = sl.rank;
+  const int cid = sl.cid, nclu = sl.nclu, k_begin = sl.k_begin, k_end = sl.k_end;
   const int nk = k_end - k_begin, nchunks = (nk + D - 1) / D;
 
   if constexpr (S > 1) {
