@@ -25,6 +25,7 @@
 #include "mxmoe/formats.h"
 #include "mxmoe/weight_layout.h"
 #include "sm90/grouped_gemm.h"
+#include "sm90/mxfp4_fragment.h"
 #include "sm90/tile_heuristic.h"
 #include "sm90_gemm_check.h"
 
@@ -53,16 +54,74 @@ TEST(Sm90Prepack, RoundTripIsBitExact) {
 
 TEST(Sm90Prepack, FragmentOrderOfOneThread) {
   // Thread 37 (warp 1, g 1, t 1) of tile (0, 0): register 0 of k16 step 0 holds row 17,
-  // k 2..3; its packed word 0 keeps the even element in nibble 0 and the odd in nibble 4.
+  // k 2..3. Register 0's elements keep their bits where the BF16 pair wants them: the even
+  // element's mantissa, exponent and sign at word bits 6, 7, 8, 15, the odd one's at 22, 23, 24, 31.
   const int rows = 64, k = 64;
   std::vector<uint8_t> packed(rows * k / 2, 0), scales(rows * k / 32, 127);
-  packed[17 * 32 + 1] = 0x5A;  // row 17: k 2 = 0xA, k 3 = 0x5
+  packed[17 * 32 + 1] = 0x5A;  // row 17: k 2 = 0xA (exponent bit 1, sign), k 3 = 0x5
   scales[25 * 2 + 1] = 200;    // row 25 (= 17 + 8), block 1
   std::vector<uint8_t> q(packed.size()), s(scales.size());
   prepack_mxfp4(packed.data(), scales.data(), rows, k, q.data(), s.data());
-  EXPECT_EQ(q[37 * 16 + 0], 0x0A);
-  EXPECT_EQ(q[37 * 16 + 2], 0x05);
+  const uint32_t word = q[37 * 16] | q[37 * 16 + 1] << 8 | q[37 * 16 + 2] << 16 |
+                        static_cast<uint32_t>(q[37 * 16 + 3]) << 24;
+  EXPECT_EQ(word, (1u << 7) | (1u << 15) | (1u << 22) | (1u << 24));
   EXPECT_EQ(s[(8 * 1 + 1) * 4 + 2 * 1 + 1], 200);
+}
+
+// What the device's expand_fragment computes before its BF16 multiply (place_word, host and
+// device code) must put every element of every register where the wgmma / mma.sync A fragment
+// expects it: magnitude at BF16 bits 6..8, sign at bit 15 of its half, nothing else set.
+TEST(Sm90Prepack, PlacedRegistersHoldTheFragmentElements) {
+  std::mt19937_64 rng(11);
+  const int rows = 128, k = 192;
+  const Mx4 m = random_mx4(rng, rows, k, 100, 150);
+  std::vector<uint8_t> q(prepacked_packed_bytes(rows, k)), s(prepacked_scale_bytes(rows, k));
+  prepack_mxfp4(m.packed.data(), m.scales.data(), rows, k, q.data(), s.data());
+  int checked = 0, wrong = 0;
+  for (int mt = 0; mt < rows / kTileM; ++mt) {
+    for (int kb = 0; kb < k / kStepK; ++kb) {
+      for (int tid = 0; tid < kWarpgroup; ++tid) {
+        const int w = tid / 32, g = (tid % 32) / 4, t = tid % 4;
+        const size_t frag = (static_cast<size_t>(mt) * (k / kStepK) + kb) * kWarpgroup + tid;
+        for (int j = 0; j < 4; ++j) {
+          const uint8_t* b = q.data() + frag * kFragBytes + 4 * j;
+          const uint32_t x = b[0] | b[1] << 8 | b[2] << 16 | static_cast<uint32_t>(b[3]) << 24;
+          uint32_t v[4];
+          place_word(x, v);
+          for (int r = 0; r < 4; ++r) {
+            wrong += (v[r] & ~kPlacedMask) != 0;
+            for (int h = 0; h < 2; ++h) {
+              const int row = kTileM * mt + 16 * w + g + 8 * (r & 1);
+              const int kk = kStepK * kb + 16 * j + 8 * (r >> 1) + 2 * t + h;
+              const uint32_t half = v[r] >> (16 * h);
+              const uint8_t nib = ((half >> 6) & 7) | (((half >> 15) & 1) << 3);
+              wrong += nib != e2m1_get(m.packed.data() + row * (k / 2), kk);
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, rows * k);
+  EXPECT_EQ(wrong, 0);
+}
+
+// Every (register, half, bit) has its own word bit: the placement is a permutation of 32 bits.
+TEST(Sm90Prepack, ElementBitsPermuteTheWord) {
+  uint32_t seen = 0;
+  int count = 0;
+  for (int r = 0; r < 4; ++r)
+    for (int h = 0; h < 2; ++h)
+      for (int b = 0; b < 4; ++b) {
+        const int bit = frag_bit(r, h, b);
+        ASSERT_GE(bit, 0);
+        ASSERT_LT(bit, 32);
+        seen |= 1u << bit;
+        ++count;
+      }
+  EXPECT_EQ(count, 32);
+  EXPECT_EQ(seen, 0xFFFFFFFFu);
 }
 
 TEST(Sm90Prepack, RejectsBadShapes) {

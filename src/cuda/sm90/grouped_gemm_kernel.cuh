@@ -75,10 +75,11 @@ inline size_t kernel_smem_bytes(int bn, int num_experts) {
 }
 
 // Expands one thread's prepacked fragment of a 64-K step into 16 BF16x2 A registers
-// (register 4 j + q feeds k16 step j). A nibble's 3 magnitude bits placed at BF16 bits 6..8 read
-// as e2m1 * 2^-126 (code 1 lands on the subnormal 2^-127, the rest on normal numbers), so one
-// exact BF16 multiply by 2^(s-1) gives e2m1 * 2^(s-127); bf16 fma keeps subnormals (it has no
-// flush-to-zero form). Scales above 2^1 need 2^(s-1) > 2^127: those take a second multiply.
+// (register 4 j + q feeds k16 step j). place_word (mxfp4_fragment.h) puts each element's 3
+// magnitude bits at BF16 bits 6..8 and its sign at bit 15, which read as e2m1 * 2^-126 (code 1
+// lands on the subnormal 2^-127, the rest on normal numbers), so one exact BF16 multiply by
+// 2^(s-1) gives e2m1 * 2^(s-127); bf16 fma keeps subnormals (it has no flush-to-zero form).
+// Scales above 2^1 need 2^(s-1) > 2^127: those take a second multiply.
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   uint32_t d;
   asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
@@ -90,6 +91,7 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
 __device__ __forceinline__ bool has_big_scale(uint32_t s) {
   return (((s & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) & s & 0x80808080u) != 0u;
 }
+// Scale byte b of a row pair's word: register q of word j uses byte 2 (j / 2) + (q & 1).
 // The exact conversion for any scale (the rare path: weight scales above 2^1 need 2^(s-1) >
 // 2^127, so they take a second multiply).
 __device__ __forceinline__ void expand_fragment_any_scale(const uint4& q, uint32_t s,
@@ -106,21 +108,18 @@ __device__ __forceinline__ void expand_fragment_any_scale(const uint4& q, uint32
   const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
+    uint32_t v[4];
+    place_word(words[j], v);
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      const uint32_t x = words[j] >> (4 * r);
-      const uint32_t v = ((x & 0x00070007u) << 6) | ((x & 0x00080008u) << 12);
       const int b = 2 * (j >> 1) + (r & 1);
-      a[4 * j + r] = bf16x2_mul(bf16x2_mul(v, m1[b]), m2[b]);
+      a[4 * j + r] = bf16x2_mul(bf16x2_mul(v[r], m1[b]), m2[b]);
     }
   }
 }
-// Register q of a word takes nibble q (bits 4q..4q+3) into the low half and nibble q + 4 into
-// the high half: magnitude to BF16 bits 6..8, sign to bit 15 (and +16). The fast path does it
-// in 3-4 integer ops per register instead of 5: one multiply makes both shifted copies of a
-// masked nibble pair at once (the copies never overlap, so the sum is their OR), and the
+// The fast path: place_word (8 integer ops per word) and one multiply per register; the
 // multiplier 2^(s-1) is one IMAD from the scale byte, (s + 126) * 0x00800080. Bit for bit the
-// same values as expand_fragment_any_scale (checked over random words and every scale byte).
+// same values as expand_fragment_any_scale.
 __device__ __forceinline__ void expand_fragment(const uint4& q, uint32_t s, uint32_t (&a)[16]) {
   if (has_big_scale(s)) {
     expand_fragment_any_scale(q, s, a);
@@ -132,12 +131,13 @@ __device__ __forceinline__ void expand_fragment(const uint4& q, uint32_t s, uint
   const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const uint32_t x = words[j];
+    uint32_t v[4];
+    place_word(words[j], v);
     const uint32_t mlo = m[2 * (j >> 1)], mhi = m[2 * (j >> 1) + 1];
-    a[4 * j + 0] = bf16x2_mul(((x & 0x000F000Fu) * 0x1040u) & 0x81C081C0u, mlo);
-    a[4 * j + 1] = bf16x2_mul(((x & 0x00F000F0u) * 0x104u) & 0x81C081C0u, mhi);
-    a[4 * j + 2] = bf16x2_mul((((x >> 2) & 0x03C003C0u) * 0x41u) & 0x81C081C0u, mlo);
-    a[4 * j + 3] = bf16x2_mul((x & 0x80008000u) | ((x >> 6) & 0x01C001C0u), mhi);
+    a[4 * j + 0] = bf16x2_mul(v[0], mlo);
+    a[4 * j + 1] = bf16x2_mul(v[1], mhi);
+    a[4 * j + 2] = bf16x2_mul(v[2], mlo);
+    a[4 * j + 3] = bf16x2_mul(v[3], mhi);
   }
 }
 

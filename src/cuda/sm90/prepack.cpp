@@ -1,8 +1,10 @@
-// src/cuda/sm90/prepack.cpp: the exact byte permutation between row-major MXFP4 and the SM90
+// src/cuda/sm90/prepack.cpp: the exact bit permutation between row-major MXFP4 and the SM90
 // kernels' prepacked order (mxfp4_fragment.h describes the order). Host only, no CUDA calls.
 //
-// Only nibbles and scale bytes move, so unprepack(prepack(w)) == w bit for bit; bad shapes throw
-// mxmoe::Error naming the function and the shape.
+// Only E2M1 bits and scale bytes move, so unprepack(prepack(w)) == w bit for bit; bad shapes
+// throw mxmoe::Error naming the function and the shape. Both directions walk the prepacked words
+// in order (one 32-bit word = 8 elements), so a multi-GB checkpoint converts in one pass.
+#include <array>
 #include <string>
 
 #include "mxmoe/common.h"
@@ -20,6 +22,50 @@ void check_shape(const char* fn, int rows, int k) {
   }
 }
 
+// deposit[q][h][nibble]: the word bits of element (q, h) holding that E2M1 code.
+using DepositTable = std::array<std::array<std::array<uint32_t, 16>, 2>, 4>;
+const DepositTable& deposit_table() {
+  static const DepositTable table = [] {
+    DepositTable t{};
+    for (int q = 0; q < 4; ++q)
+      for (int h = 0; h < 2; ++h)
+        for (int nib = 0; nib < 16; ++nib)
+          for (int b = 0; b < 4; ++b)
+            if ((nib >> b) & 1) t[q][h][nib] |= 1u << frag_bit(q, h, b);
+    return t;
+  }();
+  return table;
+}
+
+uint8_t extract(uint32_t word, int q, int h) {
+  uint8_t nib = 0;
+  for (int b = 0; b < 4; ++b) nib |= static_cast<uint8_t>(((word >> frag_bit(q, h, b)) & 1u) << b);
+  return nib;
+}
+
+// Calls fn(word_offset, q, h, row, k) for every element, in prepacked order.
+template <typename Fn>
+void for_each_element(int rows, int k, Fn&& fn) {
+  const int kt = k / kStepK;
+  for (int mt = 0; mt < rows / kTileM; ++mt) {
+    for (int kb = 0; kb < kt; ++kb) {
+      for (int tid = 0; tid < kWarpgroup; ++tid) {
+        const int w = tid / 32, g = (tid % 32) / 4, t = tid % 4;
+        const int64_t frag = (static_cast<int64_t>(mt) * kt + kb) * kWarpgroup + tid;
+        for (int j = 0; j < 4; ++j) {
+          const int64_t word = frag * kFragBytes + 4 * j;
+          for (int q = 0; q < 4; ++q) {
+            const int row = kTileM * mt + 16 * w + g + 8 * (q & 1);
+            for (int h = 0; h < 2; ++h) {
+              fn(word, q, h, row, kStepK * kb + 16 * j + 8 * (q >> 1) + 2 * t + h);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 size_t prepacked_packed_bytes(int rows, int k) { return static_cast<size_t>(rows) * k / 2; }
@@ -29,15 +75,17 @@ void prepack_mxfp4(const uint8_t* packed, const uint8_t* scales, int rows, int k
                    uint8_t* out_packed, uint8_t* out_scales) {
   check_shape("prepack_mxfp4", rows, k);
   const size_t row_bytes = static_cast<size_t>(k) / 2;
-  // Every output byte receives exactly two nibbles, so the output needs no clearing.
-  for (int r = 0; r < rows; ++r) {
-    const uint8_t* src = packed + r * row_bytes;
-    for (int c = 0; c < k; ++c) {
-      const FragPos p = frag_pos(r, c, k);
-      const uint8_t nib = e2m1_get(src, c);
-      uint8_t& dst = out_packed[p.byte];
-      dst = static_cast<uint8_t>((dst & (0xF0 >> p.shift)) | (nib << p.shift));
+  const DepositTable& dep = deposit_table();
+  // Every word receives its 8 elements (32 bits) before it is stored (little endian).
+  uint32_t acc = 0;
+  for_each_element(rows, k, [&](int64_t word, int q, int h, int row, int kk) {
+    acc |= dep[q][h][e2m1_get(packed + row * row_bytes, kk)];
+    if (q == 3 && h == 1) {
+      for (int i = 0; i < 4; ++i) out_packed[word + i] = static_cast<uint8_t>(acc >> (8 * i));
+      acc = 0;
     }
+  });
+  for (int r = 0; r < rows; ++r) {
     for (int b = 0; b < k / kMxBlock; ++b) {
       out_scales[frag_scale_pos(r, b, k)] = scales[static_cast<size_t>(r) * (k / kMxBlock) + b];
     }
@@ -48,13 +96,16 @@ void unprepack_mxfp4(const uint8_t* prepacked, const uint8_t* prescales, int row
                      uint8_t* packed, uint8_t* scales) {
   check_shape("unprepack_mxfp4", rows, k);
   const size_t row_bytes = static_cast<size_t>(k) / 2;
+  for_each_element(rows, k, [&](int64_t word, int q, int h, int row, int kk) {
+    const uint32_t x = static_cast<uint32_t>(prepacked[word]) |
+                       static_cast<uint32_t>(prepacked[word + 1]) << 8 |
+                       static_cast<uint32_t>(prepacked[word + 2]) << 16 |
+                       static_cast<uint32_t>(prepacked[word + 3]) << 24;
+    uint8_t& dst = packed[row * row_bytes + kk / 2];
+    const int shift = 4 * (kk & 1);  // low nibble = even element
+    dst = static_cast<uint8_t>((dst & (0xF0 >> shift)) | (extract(x, q, h) << shift));
+  });
   for (int r = 0; r < rows; ++r) {
-    uint8_t* dst = packed + r * row_bytes;
-    for (int c = 0; c < k; c += 2) {
-      const FragPos lo = frag_pos(r, c, k), hi = frag_pos(r, c + 1, k);
-      dst[c / 2] = e2m1_pack(static_cast<uint8_t>(prepacked[lo.byte] >> lo.shift),
-                             static_cast<uint8_t>(prepacked[hi.byte] >> hi.shift));
-    }
     for (int b = 0; b < k / kMxBlock; ++b) {
       scales[static_cast<size_t>(r) * (k / kMxBlock) + b] = prescales[frag_scale_pos(r, b, k)];
     }
