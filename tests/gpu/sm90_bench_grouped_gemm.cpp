@@ -193,6 +193,14 @@ TEST(Sm90GroupedGemmBench, DISABLED_KimiShapes) {
   for (int T : {1, 64, 8192, 16384}) bench("TP8xEP4", 224, 384, 4, T);
 }
 
+// One decode case alone, for profilers (ncu -k regex:decode_gemm_kernel): TP8xEP4 at 64 tokens,
+// where GEMM2 has 6 K steps per tile.
+TEST(Sm90GroupedGemmBench, DISABLED_Tp8Ep4Decode64) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "SKIPPED: no CUDA device";
+  bench("TP8xEP4", 224, 384, 4, 64);
+}
+
 // The warp-specialized kernel's knobs and two diagnostics (grouped_gemm_ws_kernel.cuh, `tune`:
 // "lag,max_stages,flags"; flags 256 = the producer copies nothing, 512 = no weight conversion:
 // wrong results, timings only) at EP16 T=16384, and the one-warpgroup kernel (tile_n 128) there.

@@ -167,8 +167,9 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
 
   // ================= consumer warps =================
   const int g = lane >> 2;
-  // ldmatrix.x4 row addresses: matrix m = lane / 8 covers tokens 8 (m / 2) + (lane % 8), k half m % 2.
-  const uint32_t lm_off = ((lane >> 4) * 8 + (lane & 7)) * kActPitch + ((lane >> 3) & 1) * 16;
+  // ldmatrix.x4 row addresses of the wide and narrow steps (step_lm_offset).
+  const uint32_t lm_wide = step_lm_offset<false>(lane, kActPitch);
+  const uint32_t lm_narrow = step_lm_offset<true>(lane, kActPitch);
   uint32_t it = 0;
   int n_red = 0;  // split tiles done (parity of the red barriers)
   for (int tile = cid; tile < total; tile += nclu) {
@@ -176,40 +177,41 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     float d[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) d[i] = 0.0f;
-    for (int kb = 0; kb < nk; kb += KS, ++it) {
-      const int n = min(KS, nk - kb);  // steps in this stage
-      const int s = it % kStages;
-      mbar_wait(bar_full + 8 * s, (it / kStages) & 1);
-      const uint8_t* stage = smem + L::kRing + s * kStageBytes;
-      const uint32_t act = sbase + L::kRing + s * kStageBytes + R::kA + lm_off;
-      // All of the stage's loads first (independent, in flight together), then the math.
-      uint4 q[KS];
-      uint32_t sc[KS], b[KS][4][4];
+    // kNarrow: <= 8 token rows (step_mma).
+    auto stages = [&](auto narrow_tag) {
+      constexpr bool kNarrow = decltype(narrow_tag)::value;
+      for (int kb = 0; kb < nk; kb += KS, ++it) {
+        const int n = min(KS, nk - kb);  // steps in this stage
+        const int s = it % kStages;
+        mbar_wait(bar_full + 8 * s, (it / kStages) & 1);
+        const uint8_t* stage = smem + L::kRing + s * kStageBytes;
+        const uint32_t act =
+            sbase + L::kRing + s * kStageBytes + R::kA + (kNarrow ? lm_narrow : lm_wide);
+        // All of the stage's loads first (independent, in flight together), then the math.
+        uint4 q[KS];
+        uint32_t sc[KS], b[KS][4][4];
 #pragma unroll
-      for (int j = 0; j < KS; ++j) {
-        if (j < n) {
-          q[j] = *reinterpret_cast<const uint4*>(stage + j * kWBytes + tid * kFragBytes);
-          sc[j] = *reinterpret_cast<const uint32_t*>(stage + KS * kWBytes + j * kSBytes +
-                                                     (8 * warp + g) * kFragScaleBytes);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) ldmatrix_x4(act + 128 * j + 32 * i, b[j][i]);
+        for (int j = 0; j < KS; ++j) {
+          if (j < n) {
+            q[j] = *reinterpret_cast<const uint4*>(stage + j * kWBytes + tid * kFragBytes);
+            sc[j] = *reinterpret_cast<const uint32_t*>(stage + KS * kWBytes + j * kSBytes +
+                                                       (8 * warp + g) * kFragScaleBytes);
+            step_load_b<kNarrow>(act + 128 * j, b[j]);
+          }
         }
-      }
-      __syncwarp();
-      if (lane == 0) ptx::mbar_arrive(bar_empty + 8 * s);  // the stage is in registers: refill it
+        __syncwarp();
+        if (lane == 0) ptx::mbar_arrive(bar_empty + 8 * s);  // the stage is in registers: refill it
 #pragma unroll
-      for (int j = 0; j < KS; ++j) {
-        if (j < n) {
-          uint32_t a[16];
-          expand_fragment(q[j], sc[j], a);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            mma_bf16_16816(d, &a[4 * i], b[j][i][0], b[j][i][1]);
-            mma_bf16_16816(d + 4, &a[4 * i], b[j][i][2], b[j][i][3]);
+        for (int j = 0; j < KS; ++j) {
+          if (j < n) {
+            uint32_t a[16];
+            expand_fragment(q[j], sc[j], a);
+            step_mma<kNarrow>(d, a, b[j]);
           }
         }
       }
-    }
+    };
+    if (ti.nrows <= kBN / 2) stages(std::true_type()); else stages(std::false_type());
 
     finish_tile<S, kGemm1, L>(p, ti, d, smem, sbase, rank, n_red);
   }

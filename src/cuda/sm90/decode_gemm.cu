@@ -215,7 +215,8 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
   const bool bulk = forced != 0 ? forced == kDecodeBulkRing
                                 : rows <= kDecodeBulkMaxRows ||
                                       static_cast<int64_t>(rows) * kDecodeBulkExpertsPerRow <=
-                                          a.num_experts;
+                                          a.num_experts ||
+                                      a.K / kStepK <= kDecodeBulkMaxSteps;
   *err = bulk ? launch_decode<kGemm1, true>(a, g.split_k, rows, num_sms, stream)
               : launch_decode<kGemm1, false>(a, g.split_k, rows, num_sms, stream);
   return true;

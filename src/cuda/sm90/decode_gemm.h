@@ -30,6 +30,12 @@ constexpr int kDecodeBulkRing = 1;
 constexpr int kDecodeRegStream = 2;
 constexpr int kDecodeBulkMaxRows = 4;
 constexpr int kDecodeBulkExpertsPerRow = 4;
+// The ring also takes short K (at most kDecodeBulkMaxSteps 64-wide steps, TP8xEP4's GEMM2 with
+// K = 384): its producer warp runs ahead into the next tile, where the register mainloop waits
+// on each tile's first weights. GEMM-only on the H200 (same run, us, ring / register), TP8xEP4
+// GEMM2: T=1 8.6 / 9.5, T=16 30.2 / 33.2, T=64 73.0 / 81.5, T=224 102.5 / 115.3; the long-K
+// GEMMs (KT 48-56) stay faster on the register mainloop (EP16 T=64 GEMM2 89.0 / 98.6).
+constexpr int kDecodeBulkMaxSteps = 8;
 // Test / timing knob: force a mainloop for later launches (0 = the rule above); the process
 // starts from MXMOE_DECODE_MAINLOOP (1 or 2) when set, for end-to-end A/B timings.
 void decode_set_mainloop(int m);

@@ -121,6 +121,34 @@ __device__ __forceinline__ void mma_bf16_16816(float* d, const uint32_t* a, uint
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// One 64-K step's B fragments (the token rows) and MMAs. Wide: 16 tokens, 4 ldmatrix.x4 (matrix
+// m = lane / 8 holds tokens 8 (m / 2) + lane % 8, k half m % 2, of k16 step i) and 8 mma.sync.
+// Narrow (a tile of at most 8 rows, most tiles at decode): tokens 0..7 only, 2 ldmatrix.x4
+// (matrix m: k16 step 2 x + m / 2, k half m % 2) and 4 mma.sync; accumulators 4..7 stay zero
+// and belong to token columns 8..15, which the epilogue never stores.
+template <bool kNarrow>
+__device__ __forceinline__ uint32_t step_lm_offset(int lane, int pitch) {
+  return kNarrow ? (lane & 7) * pitch + (lane >> 4) * 32 + ((lane >> 3) & 1) * 16
+                 : ((lane >> 4) * 8 + (lane & 7)) * pitch + ((lane >> 3) & 1) * 16;
+}
+template <bool kNarrow>
+__device__ __forceinline__ void step_load_b(uint32_t addr, uint32_t (&b)[4][4]) {
+#pragma unroll
+  for (int i = 0; i < (kNarrow ? 2 : 4); ++i) ldmatrix_x4(addr + (kNarrow ? 64 : 32) * i, b[i]);
+}
+template <bool kNarrow>
+__device__ __forceinline__ void step_mma(float (&d)[8], const uint32_t (&a)[16],
+                                         const uint32_t (&b)[4][4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (kNarrow) {
+      mma_bf16_16816(d, &a[4 * i], b[i >> 1][2 * (i & 1)], b[i >> 1][2 * (i & 1) + 1]);
+    } else {
+      mma_bf16_16816(d, &a[4 * i], b[i][0], b[i][1]);
+      mma_bf16_16816(d + 4, &a[4 * i], b[i][2], b[i][3]);
+    }
+  }
+}
 __device__ __forceinline__ uint32_t cluster_rank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
@@ -189,16 +217,20 @@ __device__ __forceinline__ uint32_t ld_weights_u32(const void* ptr, uint64_t pol
 struct TileInfo {
   int e, mt, p0, nrows;
 };
+// The tile's expert by a binary search of the prefix (ld.shared on its shared address: through
+// the generic pointer the search compiled to generic loads, ~9% of the kernel's stall samples at
+// TP8xEP4 T=64 on the H200 profile), then its weight tile and token rows.
 __device__ __forceinline__ TileInfo tile_info(const KernelArgs& p, const int* sPrefix, int tile) {
+  const uint32_t prefix = ptx::smem_addr(sPrefix);
   int lo = 0, hi = p.num_experts - 1;  // the last expert whose prefix <= tile
   while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
-    if (sPrefix[mid] <= tile) lo = mid; else hi = mid - 1;
+    if (ptx::lds_s32(prefix + 4 * mid) <= tile) lo = mid; else hi = mid - 1;
   }
   int begin, rows;
   expert_rows(p, lo, &begin, &rows);
   const int n_tok = (rows + kBN - 1) / kBN;
-  const int u = tile - sPrefix[lo];
+  const int u = tile - ptx::lds_s32(prefix + 4 * lo);
   const int rt = u % n_tok;
   return {lo, u / n_tok, begin + rt * kBN, min(kBN, rows - rt * kBN)};
 }
@@ -284,6 +316,15 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
     }
   } else {
     // ---- GEMM2: y = row_weight * acc ----
+    // Each thread stores 16 bytes of two token rows; their weights are loaded before the
+    // staging barrier, so the load's latency hides behind it.
+    constexpr int kStores = kBN * 16 / kThreads;
+    float rw[kStores];
+#pragma unroll
+    for (int k = 0; k < kStores; ++k) {
+      const int c = (tid + k * kThreads) >> 4;
+      rw[k] = c < ti.nrows ? p.row_weight[ti.p0 + c] : 0.0f;
+    }
     float* sY = reinterpret_cast<float*>(smem + L::kOut);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -292,10 +333,11 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
     }
     cta_sync();
 #pragma unroll
-    for (int idx = tid; idx < kBN * 16; idx += kThreads) {
+    for (int k = 0; k < kStores; ++k) {
+      const int idx = tid + k * kThreads;
       const int c = idx >> 4, part = idx & 15;
       if (c < ti.nrows) {
-        const float w = p.row_weight[ti.p0 + c];
+        const float w = rw[k];
         float4 val = *reinterpret_cast<const float4*>(sY + c * kY2Pitch + 4 * part);
         val.x *= w;
         val.y *= w;
@@ -384,8 +426,9 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     ptx::cp_async_commit();
   };
 
-  // ldmatrix.x4 row addresses: matrix m = lane / 8 covers tokens 8 (m / 2) + (lane % 8), k half m % 2.
-  const uint32_t lm_off = ((lane >> 4) * 8 + (lane & 7)) * kPitch + ((lane >> 3) & 1) * 16;
+  // ldmatrix.x4 row addresses of the wide and narrow steps (step_lm_offset).
+  const uint32_t lm_wide = step_lm_offset<false>(lane, kPitch);
+  const uint32_t lm_narrow = step_lm_offset<true>(lane, kPitch);
   int n_red = 0;
   int tile = cid;
   TileInfo ti{};
@@ -400,39 +443,39 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
 #pragma unroll
     for (int i = 0; i < 8; ++i) d[i] = 0.0f;
     // One chunk of D steps; kTail: the last chunks, where steps may run past the slice or
-    // have no step D ahead to fetch (the others skip those checks).
-    auto chunk = [&](int c, auto tail_tag) {
+    // have no step D ahead to fetch (the others skip those checks); kNarrow: <= 8 token rows.
+    auto chunk = [&](int c, auto tail_tag, auto narrow_tag) {
       constexpr bool kTail = decltype(tail_tag)::value;
+      constexpr bool kNarrow = decltype(narrow_tag)::value;
       ptx::cp_async_wait<1>();  // this thread's pieces of chunk c have landed
       cta_sync();         // everyone's
-      const uint32_t bsm = sbase + L::kChunks + (c & 1) * kChunkBytes + lm_off;
+      const uint32_t bsm =
+          sbase + L::kChunks + (c & 1) * kChunkBytes + (kNarrow ? lm_narrow : lm_wide);
 #pragma unroll
       for (int j = 0; j < D; ++j) {
         const int step = c * D + j;
         if (!kTail || step < nk) {
           uint32_t b[4][4];
-#pragma unroll
-          for (int i = 0; i < 4; ++i) ldmatrix_x4(bsm + 128 * j + 32 * i, b[i]);
+          step_load_b<kNarrow>(bsm + 128 * j, b);
           uint32_t a[16];
           expand_fragment(qa[j], sa[j], a);
           if (!kTail || step + D < nk) {  // refill the registers just expanded
             qa[j] = ld_weights_v4(wq + (step + D) * kWBytes, policy);
             sa[j] = ld_weights_u32(ws + (step + D) * kSBytes, policy);
           }
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            mma_bf16_16816(d, &a[4 * i], b[i][0], b[i][1]);
-            mma_bf16_16816(d + 4, &a[4 * i], b[i][2], b[i][3]);
-          }
+          step_mma<kNarrow>(d, a, b);
         }
       }
       cta_sync();  // every warp is done with buffer c & 1
       if (c + 2 < nchunks) load_chunk(ti, c + 2, c & 1);
       ptx::cp_async_commit();
     };
-    int c = 0;
-    for (; (c + 2) * D <= nk; ++c) chunk(c, std::false_type());  // every step fetches D ahead
-    for (; c < nchunks; ++c) chunk(c, std::true_type());
+    auto chunks = [&](auto narrow_tag) {
+      int c = 0;
+      for (; (c + 2) * D <= nk; ++c) chunk(c, std::false_type(), narrow_tag);  // all fetch D ahead
+      for (; c < nchunks; ++c) chunk(c, std::true_type(), narrow_tag);
+    };
+    if (ti.nrows <= kBN / 2) chunks(std::true_type()); else chunks(std::false_type());
     const TileInfo cur = ti;
     if (tile + nclu < total) {  // the next tile's loads fly during this tile's epilogue
       ti = tile_info(p, sPrefix, tile + nclu);
