@@ -2,57 +2,66 @@
 // parameter fill the runtime needs.
 //
 // combine: out[t, :] = +0 + y[pair_pos[t*k + 0], :] + y[pair_pos[t*k + 1], :] + ... in slot order,
-// in fp32, skipping -1 (GEMM2 already multiplied each row by its routing weight). Grid
-// (token, column slice): each thread sums 4 consecutive columns (16-byte loads and stores when
-// H, the output stride and pointer allow it), so a decode step (T = 1) spreads its
-// k x H x 4 bytes of reads over several SMs instead of one. No atomics, so runs are
+// in fp32, skipping -1 (GEMM2 already multiplied each row by its routing weight). One warp per
+// token and 128-column slice: lanes 0..k-1 read the token's slot positions, a ballot lists the
+// owned slots, and each lane sums 4 consecutive columns (16-byte loads and stores when H, the
+// output stride and pointers allow it). The grid is (token groups, column slices) with a
+// token loop, so a decode step (T = 1) spreads its reads over H / 128 CTAs and a prefill pass
+// is a few waves of CTAs (one CTA per token and slice was CTA-launch bound: ~2 KB per CTA,
+// ~160 us at T = 16384 on the H200, bench/NOTES.md G round 2). No atomics, so runs are
 // bit-identical, and every output row is written (a token with no owned expert gets zeros).
 // Layouts: y [rows, H] contiguous (sorted pair rows); out row t at out + t * out_stride.
 // Launched with PDL (smxx/pdl.cuh): waits before reading y / pair_pos.
-// Limitations: k <= 64 (the slot positions are staged in shared memory).
+// Limitations: k <= 64 (two ballots of 32 slots).
+#include <algorithm>
+
 #include "smxx/glue.h"
 #include "smxx/pdl.cuh"
 
 namespace mxmoe::smxx {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kCols = 4;  // columns per thread
+constexpr int kWarps = 8;            // tokens in flight per CTA
+constexpr int kCols = 4;             // columns per lane
+constexpr int kSlice = 32 * kCols;   // columns per warp
+constexpr int kMaxCtas = 2048;       // grid cap: a few waves; tokens beyond loop
 
 template <bool kVec>
-__global__ void __launch_bounds__(kThreads)
-    combine_kernel(const float* y, int H, const int32_t* pair_pos, int k, float* out,
+__global__ void __launch_bounds__(kWarps * 32)
+    combine_kernel(const float* y, int H, const int32_t* pair_pos, int T, int k, float* out,
                    int64_t out_stride) {
-  __shared__ int32_t pos[64];
   pdl::wait();
   pdl::launch_dependents();
-  const int t = blockIdx.x;
-  if (threadIdx.x < k) pos[threadIdx.x] = pair_pos[static_cast<size_t>(t) * k + threadIdx.x];
-  __syncthreads();
-  float* o = out + static_cast<size_t>(t) * static_cast<size_t>(out_stride);
-  const int c0 = (blockIdx.y * kThreads + threadIdx.x) * kCols;
-  if (c0 >= H) return;
-  if constexpr (kVec) {
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int j = 0; j < k; ++j) {
-      const int p = pos[j];
-      if (p < 0) continue;
-      const float4 v = *reinterpret_cast<const float4*>(y + static_cast<size_t>(p) * H + c0);
-      acc.x += v.x;
-      acc.y += v.y;
-      acc.z += v.z;
-      acc.w += v.w;
-    }
-    *reinterpret_cast<float4*>(o + c0) = acc;
-  } else {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int c0 = blockIdx.y * kSlice + lane * kCols;
+  const int n = max(0, min(kCols, H - c0));
+  for (int t = blockIdx.x * kWarps + warp; t < T; t += gridDim.x * kWarps) {
+    const int32_t* pp = pair_pos + static_cast<size_t>(t) * k;
     float acc[kCols] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const int n = min(kCols, H - c0);
-    for (int j = 0; j < k; ++j) {
-      const int p = pos[j];
-      if (p < 0) continue;
-      for (int i = 0; i < n; ++i) acc[i] += y[static_cast<size_t>(p) * H + c0 + i];
+    for (int j0 = 0; j0 < k; j0 += 32) {  // slots in ascending order
+      const int32_t mine = j0 + lane < k ? pp[j0 + lane] : -1;
+      for (unsigned live = __ballot_sync(0xFFFFFFFFu, mine >= 0); live != 0u; live &= live - 1u) {
+        const int p = __shfl_sync(0xFFFFFFFFu, mine, __ffs(live) - 1);
+        const float* src = y + static_cast<size_t>(p) * H + c0;
+        if constexpr (kVec) {
+          if (n == kCols) {
+            const float4 v = *reinterpret_cast<const float4*>(src);
+            acc[0] += v.x;
+            acc[1] += v.y;
+            acc[2] += v.z;
+            acc[3] += v.w;
+          }
+        } else {
+          for (int i = 0; i < n; ++i) acc[i] += src[i];
+        }
+      }
     }
-    for (int i = 0; i < n; ++i) o[c0 + i] = acc[i];
+    float* o = out + static_cast<size_t>(t) * static_cast<size_t>(out_stride) + c0;
+    if constexpr (kVec) {
+      if (n == kCols) *reinterpret_cast<float4*>(o) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    } else {
+      for (int i = 0; i < n; ++i) o[i] = acc[i];
+    }
   }
 }
 
@@ -76,11 +85,13 @@ cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T
   const bool vec = H % kCols == 0 && out_stride % kCols == 0 &&
                    reinterpret_cast<uintptr_t>(y) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(out) % 16 == 0;
-  const dim3 grid(T, (H + kThreads * kCols - 1) / (kThreads * kCols));
-  return vec ? pdl::launch_pdl(combine_kernel<true>, grid, dim3(kThreads), 0, stream, y, H,
-                               pair_pos, k, out, out_stride)
-             : pdl::launch_pdl(combine_kernel<false>, grid, dim3(kThreads), 0, stream, y, H,
-                               pair_pos, k, out, out_stride);
+  const int slices = (H + kSlice - 1) / kSlice;
+  const int groups = std::min((T + kWarps - 1) / kWarps, std::max(1, kMaxCtas / slices));
+  const dim3 grid(groups, slices);
+  return vec ? pdl::launch_pdl(combine_kernel<true>, grid, dim3(kWarps * 32), 0, stream, y, H,
+                               pair_pos, T, k, out, out_stride)
+             : pdl::launch_pdl(combine_kernel<false>, grid, dim3(kWarps * 32), 0, stream, y, H,
+                               pair_pos, T, k, out, out_stride);
 }
 
 cudaError_t launch_fill_params(const float* per_expert_a, float scalar_a, const float* per_expert_b,

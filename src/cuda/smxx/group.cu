@@ -4,12 +4,14 @@
 // Algorithm (pair i = t*k + j, local expert le = id - expert_start when owned):
 //  1. group_hist   : one CTA per chunk of kGroupChunk pairs; shared-memory histogram of le;
 //                    scratch[c, le] = count of chunk c (integer atomics: order-independent).
-//  2. group_scan   : one CTA; per expert an exclusive scan down the chunks, then an exclusive
-//                    scan of the per-expert totals -> expert_offsets[0..E]; scratch[c, le]
-//                    becomes the first sorted row of chunk c's pairs of expert le.
-//  3. group_scatter: one warp per chunk walks it 32 pairs at a time, in pair order; lanes with
-//                    the same expert find each other with __match_any_sync and take consecutive
-//                    rows by lane order. So rows are ordered by (expert, token, slot): stable.
+//  2. group_scan   : one CTA; per expert (a warp) an exclusive scan down the chunks, then an
+//                    exclusive scan of the per-expert totals -> expert_offsets[0..E];
+//                    scratch[c, le] becomes chunk c's first row of expert le, counted from the
+//                    expert's first row (expert_offsets[le]).
+//  3. group_scatter: one warp per chunk loads its ids and weights, then walks them 32 pairs at a
+//                    time, in pair order; lanes with the same expert find each other with
+//                    __match_any_sync and take consecutive rows by lane order. So rows are
+//                    ordered by (expert, token, slot): stable.
 // Outputs: x_row[p] = token, row_weight[p] = routing weight of sorted row p (p < offsets[E]);
 // pair_pos[i] = sorted row of pair i, or -1 (id -1, another rank's id, or any id out of range).
 // Launched with PDL (smxx/pdl.cuh): each kernel waits before touching its predecessor's data.
@@ -22,6 +24,8 @@ namespace {
 
 constexpr int kMaxLocal = 8192;
 constexpr int kScanThreads = 1024;
+constexpr int kScanBatch = 8;  // 32-chunk groups a scan warp loads at once
+static_assert(kGroupChunk % 32 == 0, "the scatter walks a chunk 32 pairs at a time");
 
 __device__ __forceinline__ int local_expert(int32_t id, int start, int count) {
   const int le = id - start;  // id == -1 lands below 0 for start >= 0
@@ -51,16 +55,33 @@ __global__ void __launch_bounds__(kScanThreads)
   __shared__ int32_t part[kScanThreads];
   pdl::wait();
   pdl::launch_dependents();
-  // Per expert: exclusive scan down the chunks; the total goes to offsets[e + 1] for now.
-  for (int e = threadIdx.x; e < E; e += kScanThreads) {
+  // Per expert (one warp each): exclusive scan down the chunks, kScanBatch x 32 chunks per round
+  // with all their loads in flight (a serial walk down 256 chunks, one dependent load at a time,
+  // took ~80 us at T=16384, k=16 on the H200); the total goes to offsets[e + 1] for now.
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int e = warp; e < E; e += kScanThreads / 32) {
     int32_t run = 0;
-    for (int c = 0; c < chunks; ++c) {
-      int32_t* s = scratch + static_cast<size_t>(c) * E + e;
-      const int32_t v = *s;
-      *s = run;
-      run += v;
+    for (int c0 = 0; c0 < chunks; c0 += kScanBatch * 32) {
+      int32_t v[kScanBatch];
+#pragma unroll
+      for (int b = 0; b < kScanBatch; ++b) {
+        const int c = c0 + 32 * b + lane;
+        v[b] = c < chunks ? scratch[static_cast<size_t>(c) * E + e] : 0;
+      }
+#pragma unroll
+      for (int b = 0; b < kScanBatch; ++b) {
+        int32_t incl = v[b];
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const int32_t n = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+          if (lane >= o) incl += n;
+        }
+        const int c = c0 + 32 * b + lane;
+        if (c < chunks) scratch[static_cast<size_t>(c) * E + e] = run + incl - v[b];
+        run += __shfl_sync(0xFFFFFFFFu, incl, 31);
+      }
     }
-    offsets[e + 1] = run;
+    if (lane == 0) offsets[e + 1] = run;
   }
   __syncthreads();
   // Exclusive scan of the totals: each thread a contiguous segment, then a scan of segments.
@@ -90,27 +111,37 @@ __global__ void __launch_bounds__(kScanThreads)
   }
   if (threadIdx.x == kScanThreads - 1) offsets[E] = part[kScanThreads - 1];
   if (E == 0 && threadIdx.x == 0) offsets[0] = 0;
-  __syncthreads();
-  for (int e = threadIdx.x; e < E; e += kScanThreads) {
-    const int32_t base = offsets[e];
-    for (int c = 0; c < chunks; ++c) scratch[static_cast<size_t>(c) * E + e] += base;
-  }
+  // scratch[c, e] stays relative to expert e's first row: the scatter adds offsets[e].
 }
 
 __global__ void group_scatter_kernel(const int32_t* ids, const float* weights, int pairs, int k,
-                                     int start, int E, const int32_t* scratch, int32_t* x_row,
-                                     float* row_weight, int32_t* pair_pos) {
+                                     int start, int E, const int32_t* scratch,
+                                     const int32_t* offsets, int32_t* x_row, float* row_weight,
+                                     int32_t* pair_pos) {
   extern __shared__ int32_t next[];  // next sorted row per local expert, for this chunk
   pdl::wait();
   pdl::launch_dependents();
   const int lane = threadIdx.x;
-  for (int e = lane; e < E; e += 32) next[e] = scratch[static_cast<size_t>(blockIdx.x) * E + e];
-  __syncwarp();
+  for (int e = lane; e < E; e += 32) {
+    next[e] = offsets[e] + scratch[static_cast<size_t>(blockIdx.x) * E + e];
+  }
   const int base = blockIdx.x * kGroupChunk;
   const int end = min(base + kGroupChunk, pairs);
-  for (int i0 = base; i0 < end; i0 += 32) {
-    const int i = i0 + lane;
-    const int le = i < end ? local_expert(ids[i], start, E) : -2;
+  // The chunk's ids and weights, all loads in flight before the (serial) placement walk.
+  constexpr int kSteps = kGroupChunk / 32;
+  int32_t id[kSteps];
+  float w[kSteps];
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int i = base + 32 * s + lane;
+    id[s] = i < end ? ids[i] : -1;
+    w[s] = i < end ? weights[i] : 0.0f;
+  }
+  __syncwarp();
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int i = base + 32 * s + lane;
+    const int le = i < end ? local_expert(id[s], start, E) : -2;
     const unsigned same = __match_any_sync(~0u, le);
     int pos = -1;
     if (le >= 0) pos = next[le] + __popc(same & ((1u << lane) - 1u));
@@ -121,7 +152,7 @@ __global__ void group_scatter_kernel(const int32_t* ids, const float* weights, i
       pair_pos[i] = pos;
       if (pos >= 0) {
         x_row[pos] = i / k;
-        row_weight[pos] = weights[i];
+        row_weight[pos] = w[s];
       }
     }
   }
@@ -151,7 +182,8 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
     *failed_kernel = "group_scatter";
     if (cudaError_t e = pdl::launch_pdl(group_scatter_kernel, dim3(chunks), dim3(32), smem,
                                         stream, a.ids, a.weights, pairs, a.k, a.expert_start, E,
-                                        a.scratch, a.x_row, a.row_weight, a.pair_pos);
+                                        a.scratch, a.expert_offsets, a.x_row, a.row_weight,
+                                        a.pair_pos);
         e != cudaSuccess)
       return e;
   }
