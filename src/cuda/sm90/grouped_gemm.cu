@@ -55,7 +55,7 @@ cudaError_t launch_tiles(const KernelArgs& a, int num_sms, cudaStream_t stream) 
 // MXMOE_SM90_WS_TUNE="lag,max_stages,flags" (grouped_gemm_ws_kernel.cuh's `tune`): for the
 // timing sweeps of tests/gpu/sm90_bench_grouped_gemm.cpp only.
 struct WsTune {
-  int lag = kWsLag, max_stages = kWsMaxStages, flags = 0;
+  int lag = kWsLag, max_stages = kWsMaxStages, flags = kWsSkew << kWsTuneSkewShift;
 };
 WsTune ws_tune() {
   WsTune t;
@@ -65,7 +65,7 @@ WsTune ws_tune() {
         st >= lag + 2 && st <= kWsMaxStages) {
       t.lag = lag;
       t.max_stages = st;
-      t.flags = fl & (kWsTuneNoLoad | kWsTuneNoExpand);
+      t.flags = fl & (kWsTuneNoLoad | kWsTuneNoExpand | kWsTuneSkewMask);
     }
   }
   return t;

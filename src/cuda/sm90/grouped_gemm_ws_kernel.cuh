@@ -17,7 +17,8 @@
 //    (expand_fragment) and issues 4 wgmma m64nNk16 (RS) per 64-K step; after wgmma.wait_group 1
 //    the previous step's slot is free: one arrival per warp on empty[slot] (8 per phase). The
 //    two consumers are not synchronized with each other, so one converts while the tensor core
-//    runs the other's wgmmas. A consumer whose mt is past the matrix (odd number of 64-row tiles)
+//    runs the other's wgmmas; consumer 1 starts kWsSkew steps after consumer 0 (a named
+//    barrier, once), so their epilogues do not coincide. A consumer whose mt is past the matrix (odd number of 64-row tiles)
 //    still waits full / arrives empty for every step, keeping the barrier counts fixed.
 // Token tiles ("units"): an expert of r rows is cut into n = ceil(r / cap) nearly equal units of
 //  sz = ceil(r / n) rows (the last one may be shorter), and each unit runs the narrowest wgmma
@@ -73,6 +74,14 @@ constexpr int kWsL2Ahead = 6;
 // the results wrong on purpose, for timing only: bit 8 the producer copies nothing, bit 9 the
 // consumers skip the weight conversion.
 constexpr int kWsTuneNoLoad = 1 << 8, kWsTuneNoExpand = 1 << 9;
+// tune bits 12-15: consumer 1 starts that many K steps after consumer 0, so their epilogues do
+// not coincide (the tensor core then runs one consumer's MMAs during the other's epilogue).
+constexpr int kWsTuneSkewShift = 12, kWsTuneSkewMask = 15 << kWsTuneSkewShift;
+// The default skew. H200, GEMM-only, EP16 T=16384, skew 0 / 2 / 3 / 4 steps (us): GEMM1 1479 /
+// 1481 / 1482 / 1482, GEMM1+MXFP8 1710 / 1684 / 1684 / 1685, GEMM2 708 / 695 / 696 / 703
+// (bench/NOTES.md P round 6): the epilogues that overlap gain ~1.5%, plain SiTU nothing.
+constexpr int kWsSkew = 2;
+constexpr int kWsSkewBarrier = 3;  // named barrier id (1 and 2: the consumers' amax exchange)
 constexpr int kWsMaxStages = 8;
 constexpr int kWsProducerRegs = 56, kWsConsumerRegs = 224;  // 128*56 + 256*224 = 384*168
 constexpr int kWsExpertBits = 14;  // unit = (k << 14) | expert: num_experts <= 16384
@@ -310,6 +319,10 @@ struct WsTileRunner {
       ptx::wgmma_commit();
       ptx::wgmma_wait<1>();  // step kb - 1's wgmmas are done: its slot is free
       if (kb > 0 && c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
+      if (kb == c.skew_at) {  // consumer 0, first tile: consumer 1 may start now
+        ptx::named_barrier_arrive(kWsSkewBarrier, 2 * kWarpgroup);
+        c.skew_at = -1;
+      }
       prev_slot = c.slot;
       c.advance();
     };
@@ -415,6 +428,7 @@ struct WsConsumerCtx {
   const uint8_t *wq = nullptr, *ws = nullptr, *nq = nullptr, *ns = nullptr;
   bool nact = false;
   bool expand = true;
+  int skew_at = -1;  // consumer 0: the first tile's step after which consumer 1 starts
   __device__ __forceinline__ WsConsumerCtx(const KernelArgs& args) : p(args) {}
   __device__ __forceinline__ void advance() {
     if (++slot == stages) {
@@ -461,6 +475,14 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   // over widths made ptxas serialize the wgmmas, C7512).
   bool prefetched = false;  // steps 0 and 1 of this tile already loaded by the previous tile
   int tile = blockIdx.x;
+  const int skew = (tune & kWsTuneSkewMask) >> kWsTuneSkewShift;
+  if (skew > 0 && tile < total) {
+    if (c.cw == 0) {
+      c.skew_at = min(skew, KT) - 1;  // consumer 0's mt = 2 m2 is always a real tile
+    } else {
+      ptx::named_barrier(kWsSkewBarrier, 2 * kWarpgroup);
+    }
+  }
   auto tiles_of_width = [&](auto n_tag) {
     constexpr int N = decltype(n_tag)::value;
     for (; tile < total; tile += gridDim.x) {

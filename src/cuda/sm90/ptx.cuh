@@ -250,6 +250,10 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 __device__ __forceinline__ void named_barrier(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
+// Arrives on named barrier `id` without waiting (the waiting side uses bar.sync, same count).
+__device__ __forceinline__ void named_barrier_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
 // Moves registers between warpgroups (every warp of the warpgroup executes it).
 template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() {
