@@ -1,7 +1,8 @@
 // src/cuda/runtime/run.cpp: workspace_bytes and run_moe (mxmoe/moe.h): the dispatcher.
 //
 // One call enqueues, on the caller's stream:
-//   quantize (x -> BF16 / MXFP8-as-BF16) -> [route_kimi] -> group (EP filter, stable sort by
+//   [quantize (x -> BF16 / MXFP8-as-BF16); skipped for W4A16 on 16-byte BF16 rows, which GEMM1
+//   reads in place] -> [route_kimi] -> group (EP filter, stable sort by
 //   expert) -> fill_params (local beta arrays) -> sm90 GEMM1 (+ SiTU, + requant) -> sm90 GEMM2
 //   (x routing weight) -> combine (slot-ordered fp32 sum per token).
 // At decode sizes (smxx::prologue_plan: T * k <= 4096 and the shared-memory bounds, decided
