@@ -91,9 +91,9 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
 __device__ __forceinline__ bool has_big_scale(uint32_t s) {
   return (((s & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) & s & 0x80808080u) != 0u;
 }
-// Scale byte b of a row pair's word: register q of word j uses byte 2 (j / 2) + (q & 1).
 // The exact conversion for any scale (the rare path: weight scales above 2^1 need 2^(s-1) >
-// 2^127, so they take a second multiply).
+// 2^127, so they take a second multiply). Register q of word j uses scale byte 2 (j / 2) +
+// (q & 1) of the row pair's word.
 __device__ __forceinline__ void expand_fragment_any_scale(const uint4& q, uint32_t s,
                                                            uint32_t (&a)[16]) {
   uint32_t m1[4], m2[4];
