@@ -80,22 +80,6 @@ MXMOE_SM90_HD void place_word(uint32_t x, uint32_t (&v)[4]) {
   v[3] = ((x & kReg3Bits) * kReg3Copies) & kPlacedMask;
 }
 
-// Where element (row, k) of a matrix with K columns lives in the prepacked order: the byte
-// offset of its 32-bit word, and its register q and half h inside that word (frag_bit).
-struct FragPos {
-  int64_t word;
-  int q, h;
-};
-MXMOE_SM90_HD FragPos frag_pos(int row, int k, int K) {
-  const int mt = row / kTileM, rl = row % kTileM;
-  const int w = rl / 16, g = rl % 8, hr = (rl / 8) & 1;
-  const int kb = k / kStepK, kl = k % kStepK;
-  const int j = kl / 16, kq = kl % 16;
-  const int t = (kq % 8) / 2;
-  const int tid = 32 * w + 4 * g + t;
-  const int64_t frag = (static_cast<int64_t>(mt) * (K / kStepK) + kb) * kWarpgroup + tid;
-  return {frag * kFragBytes + 4 * j, 2 * (kq / 8) + hr, kq & 1};
-}
 // Where the scale of (row, 32-block kblk) lives in the prepacked scales.
 MXMOE_SM90_HD int64_t frag_scale_pos(int row, int kblk, int K) {
   const int mt = row / kTileM, rl = row % kTileM;

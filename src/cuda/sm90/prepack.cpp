@@ -43,9 +43,11 @@ uint8_t extract(uint32_t word, int q, int h) {
   return nib;
 }
 
-// Calls fn(word_offset, q, h, row, k) for every element, in prepacked order.
+// Calls fn(word_offset, row, k) for every packed word, in prepacked order: register q of the
+// word holds row + 8 (q & 1), elements k + 8 (q >> 1) (half 0) and the next one (half 1), which
+// share one byte of the row-major matrix.
 template <typename Fn>
-void for_each_element(int rows, int k, Fn&& fn) {
+void for_each_word(int rows, int k, Fn&& fn) {
   const int kt = k / kStepK;
   for (int mt = 0; mt < rows / kTileM; ++mt) {
     for (int kb = 0; kb < kt; ++kb) {
@@ -53,13 +55,7 @@ void for_each_element(int rows, int k, Fn&& fn) {
         const int w = tid / 32, g = (tid % 32) / 4, t = tid % 4;
         const int64_t frag = (static_cast<int64_t>(mt) * kt + kb) * kWarpgroup + tid;
         for (int j = 0; j < 4; ++j) {
-          const int64_t word = frag * kFragBytes + 4 * j;
-          for (int q = 0; q < 4; ++q) {
-            const int row = kTileM * mt + 16 * w + g + 8 * (q & 1);
-            for (int h = 0; h < 2; ++h) {
-              fn(word, q, h, row, kStepK * kb + 16 * j + 8 * (q >> 1) + 2 * t + h);
-            }
-          }
+          fn(frag * kFragBytes + 4 * j, kTileM * mt + 16 * w + g, kStepK * kb + 16 * j + 2 * t);
         }
       }
     }
@@ -76,14 +72,13 @@ void prepack_mxfp4(const uint8_t* packed, const uint8_t* scales, int rows, int k
   check_shape("prepack_mxfp4", rows, k);
   const size_t row_bytes = static_cast<size_t>(k) / 2;
   const DepositTable& dep = deposit_table();
-  // Every word receives its 8 elements (32 bits) before it is stored (little endian).
-  uint32_t acc = 0;
-  for_each_element(rows, k, [&](int64_t word, int q, int h, int row, int kk) {
-    acc |= dep[q][h][e2m1_get(packed + row * row_bytes, kk)];
-    if (q == 3 && h == 1) {
-      for (int i = 0; i < 4; ++i) out_packed[word + i] = static_cast<uint8_t>(acc >> (8 * i));
-      acc = 0;
+  for_each_word(rows, k, [&](int64_t word, int row, int kk) {
+    uint32_t x = 0;
+    for (int q = 0; q < 4; ++q) {
+      const uint8_t pair = packed[(row + 8 * (q & 1)) * row_bytes + (kk + 8 * (q >> 1)) / 2];
+      x |= dep[q][0][pair & 0xF] | dep[q][1][pair >> 4];  // low nibble = even element
     }
+    for (int i = 0; i < 4; ++i) out_packed[word + i] = static_cast<uint8_t>(x >> (8 * i));
   });
   for (int r = 0; r < rows; ++r) {
     for (int b = 0; b < k / kMxBlock; ++b) {
@@ -96,14 +91,15 @@ void unprepack_mxfp4(const uint8_t* prepacked, const uint8_t* prescales, int row
                      uint8_t* packed, uint8_t* scales) {
   check_shape("unprepack_mxfp4", rows, k);
   const size_t row_bytes = static_cast<size_t>(k) / 2;
-  for_each_element(rows, k, [&](int64_t word, int q, int h, int row, int kk) {
+  for_each_word(rows, k, [&](int64_t word, int row, int kk) {
     const uint32_t x = static_cast<uint32_t>(prepacked[word]) |
                        static_cast<uint32_t>(prepacked[word + 1]) << 8 |
                        static_cast<uint32_t>(prepacked[word + 2]) << 16 |
                        static_cast<uint32_t>(prepacked[word + 3]) << 24;
-    uint8_t& dst = packed[row * row_bytes + kk / 2];
-    const int shift = 4 * (kk & 1);  // low nibble = even element
-    dst = static_cast<uint8_t>((dst & (0xF0 >> shift)) | (extract(x, q, h) << shift));
+    for (int q = 0; q < 4; ++q) {
+      packed[(row + 8 * (q & 1)) * row_bytes + (kk + 8 * (q >> 1)) / 2] =
+          e2m1_pack(extract(x, q, 0), extract(x, q, 1));
+    }
   });
   for (int r = 0; r < rows; ++r) {
     for (int b = 0; b < k / kMxBlock; ++b) {
