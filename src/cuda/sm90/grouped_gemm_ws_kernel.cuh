@@ -53,6 +53,7 @@
 #include "smxx/mxfp8_device.cuh"
 #include "smxx/situ_device.cuh"
 #include "smxx/pdl.cuh"
+#include "smxx/warp_scan.cuh"
 
 namespace mxmoe::sm90 {
 
@@ -141,12 +142,7 @@ __device__ int ws_build_units(const KernelArgs& p, int cap, int max_units, int* 
   int incl[kWsClasses];
 #pragma unroll
   for (int c = 0; c < kWsClasses; ++c) {
-    int v = cnt[c];
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int n = __shfl_up_sync(0xFFFFFFFFu, v, o);
-      if (lane >= o) v += n;
-    }
+    const int v = smxx::warp_inclusive_sum(cnt[c], lane);
     incl[c] = v;
     if (lane == 31) sScan[warp * kWsClasses + c] = v;
   }

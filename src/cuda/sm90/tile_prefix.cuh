@@ -6,6 +6,8 @@
 // [num_experts + 1]), `num_experts` and `max_rows`.
 #pragma once
 
+#include "smxx/warp_scan.cuh"
+
 namespace mxmoe::sm90 {
 
 // Rows of expert e, clamped to [0, max_rows) so a bad offsets array cannot cause stray writes.
@@ -36,12 +38,7 @@ __device__ __forceinline__ void build_tile_prefix(const Params& p, int m_tiles, 
   }
   // inclusive scan of `local` over the NT threads
   const int lane = tid & 31, warp = tid >> 5;
-  int v = local;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int n = __shfl_up_sync(0xFFFFFFFFu, v, o);
-    if (lane >= o) v += n;
-  }
+  const int v = smxx::warp_inclusive_sum(local, lane);
   if (lane == 31) sWarp[warp] = v;
   __syncthreads();
   int before = 0;

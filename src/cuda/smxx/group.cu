@@ -18,6 +18,7 @@
 // Limitations: expert_count <= kMaxLocal (shared-memory counters).
 #include "smxx/glue.h"
 #include "smxx/pdl.cuh"
+#include "smxx/warp_scan.cuh"
 
 namespace mxmoe::smxx {
 namespace {
@@ -70,12 +71,7 @@ __global__ void __launch_bounds__(kScanThreads)
       }
 #pragma unroll
       for (int b = 0; b < kScanBatch; ++b) {
-        int32_t incl = v[b];
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          const int32_t n = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-          if (lane >= o) incl += n;
-        }
+        const int32_t incl = warp_inclusive_sum(v[b], lane);
         const int c = c0 + 32 * b + lane;
         if (c < chunks) scratch[static_cast<size_t>(c) * E + e] = run + incl - v[b];
         run += __shfl_sync(0xFFFFFFFFu, incl, 31);

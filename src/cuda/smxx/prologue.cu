@@ -28,6 +28,7 @@
 #include "smxx/pdl.cuh"
 #include "smxx/quantize_row.cuh"
 #include "smxx/route_warp.cuh"
+#include "smxx/warp_scan.cuh"
 
 namespace mxmoe::smxx {
 namespace {
@@ -116,21 +117,11 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
     tot[s] = lo + s < hi ? off[lo + s + 1] : 0;
     mine += tot[s];
   }
-  int32_t incl = mine;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int32_t n = __shfl_up_sync(~0u, incl, d);
-    if (lane >= d) incl += n;
-  }
+  const int32_t incl = warp_inclusive_sum(mine, lane);
   if (lane == 31) warp_sums[warp] = incl;
   __syncthreads();  // also: every total is read before off[] is overwritten below
   if (warp == 0) {
-    int32_t v = lane < kWarps ? warp_sums[lane] : 0;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int32_t n = __shfl_up_sync(~0u, v, d);
-      if (lane >= d) v += n;
-    }
+    const int32_t v = warp_inclusive_sum(lane < kWarps ? warp_sums[lane] : 0, lane);
     if (lane < kWarps) warp_sums[lane] = v;
   }
   __syncthreads();
