@@ -92,8 +92,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
   using R = BulkRing;
   constexpr int kStages = R::kStages, kStageBytes = R::kStageBytes, kActPitch = R::kActPitch;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 127) & ~static_cast<uintptr_t>(127));
+  uint8_t* smem = ptx::align_smem<128>(smem_raw);
   const uint32_t sbase = ptx::smem_addr(smem);
   int* sPrefix = reinterpret_cast<int*>(smem + L::kPrefix);
   int* sWarp = reinterpret_cast<int*>(smem + L::kWarpSum);

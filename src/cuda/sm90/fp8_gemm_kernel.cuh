@@ -155,8 +155,7 @@ __global__ void __launch_bounds__(WGS * kWarpgroup, min_blocks(BN, WGS))
   constexpr int kYPitch = 64 * WGS + 4;                // floats per token, GEMM2 staging
 
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  uint8_t* smem = ptx::align_smem<1024>(smem_raw);
   uint32_t* sRaw = reinterpret_cast<uint32_t*>(smem + kStages * kStage);   // [kStages][BN]
   float* sScale = reinterpret_cast<float*>(sRaw + kStages * BN);           // [kStages][4][BN]
   int* sPrefix = reinterpret_cast<int*>(sScale + kStages * 4 * BN);

@@ -148,8 +148,7 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
   constexpr int kStageBytes = BN * 128;
 
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  uint8_t* smem = ptx::align_smem<1024>(smem_raw);
   int* sPrefix = reinterpret_cast<int*>(smem + kStages * kStageBytes);
   int* sWarp = sPrefix + p.num_experts + 1;
   float* sAmax = reinterpret_cast<float*>(sWarp + 32);  // [4 warps][BN]

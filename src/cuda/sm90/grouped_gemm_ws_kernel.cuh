@@ -531,8 +531,7 @@ template <bool kGemm1>
 __global__ void __launch_bounds__(kWsThreads, 1)
     grouped_gemm_ws_kernel(const KernelArgs p, int cap, int stages, int max_units, int tune) {
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
-                                             ~static_cast<uintptr_t>(1023));
+  uint8_t* smem = ptx::align_smem<1024>(smem_raw);
   const uint32_t slots = ptx::smem_addr(smem);
   const uint32_t full = slots + stages * cap * 128, empty = full + 8 * stages;
   float* sAmax = reinterpret_cast<float*>(smem + static_cast<size_t>(stages) * (cap * 128 + 16));

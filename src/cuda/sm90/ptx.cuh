@@ -21,6 +21,14 @@ namespace mxmoe::sm90::ptx {
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
+// The dynamic shared memory rounded up to an A-byte boundary (the launchers add A bytes of
+// slack): 1024 for 128-byte-swizzled wgmma tiles, 128 for the decode kernels.
+template <int A>
+__device__ __forceinline__ uint8_t* align_smem(uint8_t* p) {
+  static_assert((A & (A - 1)) == 0, "power of two");
+  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + (A - 1)) &
+                                    ~static_cast<uintptr_t>(A - 1));
+}
 
 // K-major operand, rows of 128 bytes (64 BF16), 128-byte swizzle, 8-row groups 1024 bytes apart.
 // `addr` must sit in a 1024-byte aligned tile, plus 32 bytes per k16 step inside the row.
