@@ -48,6 +48,7 @@
 #include "smxx/pdl.cuh"
 #include "smxx/mxfp8_device.cuh"
 #include "smxx/situ_device.cuh"
+#include "smxx/gemm2_store.cuh"
 
 namespace mxmoe::sm90::decode {
 
@@ -337,14 +338,8 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
       const int idx = tid + k * kThreads;
       const int c = idx >> 4, part = idx & 15;
       if (c < ti.nrows) {
-        const float w = rw[k];
-        float4 val = *reinterpret_cast<const float4*>(sY + c * kY2Pitch + 4 * part);
-        val.x *= w;
-        val.y *= w;
-        val.z *= w;
-        val.w *= w;
         *reinterpret_cast<float4*>(p.y + static_cast<int64_t>(ti.p0 + c) * p.M + 64 * ti.mt +
-                                   4 * part) = val;
+                                   4 * part) = smxx::weighted4(sY + c * kY2Pitch + 4 * part, rw[k]);
       }
     }
   }

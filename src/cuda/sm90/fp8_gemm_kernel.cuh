@@ -39,6 +39,7 @@
 #include "sm90/tile_prefix.cuh"
 #include "smxx/mxfp8_device.cuh"
 #include "smxx/situ_device.cuh"
+#include "smxx/gemm2_store.cuh"
 #include "smxx/pdl.cuh"
 #include "sm90/ptx.cuh"
 
@@ -394,13 +395,9 @@ __global__ void __launch_bounds__(WGS * kWarpgroup, min_blocks(BN, WGS))
         const int c = idx / (16 * WGS), part = idx % (16 * WGS);
         if (c < nrows) {
           const float w = p.row_weight[p0 + c];
-          float4 val = *reinterpret_cast<const float4*>(sY + c * kYPitch + 4 * part);
-          val.x *= w;
-          val.y *= w;
-          val.z *= w;
-          val.w *= w;
           *reinterpret_cast<float4*>(p.y + static_cast<int64_t>(p0 + c) * p.M +
-                                     64 * mt64_base + 4 * part) = val;
+                                     64 * mt64_base + 4 * part) =
+              smxx::weighted4(sY + c * kYPitch + 4 * part, w);
         }
       }
     }

@@ -39,6 +39,7 @@
 #include "smxx/pdl.cuh"
 #include "smxx/mxfp8_device.cuh"
 #include "smxx/situ_device.cuh"
+#include "smxx/gemm2_store.cuh"
 
 namespace mxmoe::sm90 {
 
@@ -317,14 +318,9 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
       for (int idx = tid; idx < BN * 16; idx += kWarpgroup) {
         const int c = idx >> 4, part = idx & 15;
         if (c < nrows) {
-          const float w = p.row_weight[p0 + c];
-          float4 val = *reinterpret_cast<const float4*>(sY + c * kY2Pitch + 4 * part);
-          val.x *= w;
-          val.y *= w;
-          val.z *= w;
-          val.w *= w;
           *reinterpret_cast<float4*>(p.y + static_cast<int64_t>(p0 + c) * p.M + 64 * mt +
-                                     4 * part) = val;
+                                     4 * part) =
+              smxx::weighted4(sY + c * kY2Pitch + 4 * part, p.row_weight[p0 + c]);
         }
       }
     }
