@@ -159,13 +159,14 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     weights = rw;
   }
   const bool fp8_gemms = use_w4a8_fp8(w, p.backend, T, k);
-  // W4A16 on BF16 rows GEMM1 can gather straight from the caller's hidden (16-byte rows): the
-  // BF16 copy the quantizer would make costs a full read + write of x (~45 us at T = 16384).
-  const bool x_direct = !w4a8 && p.hidden_dtype == InputDType::kBf16 && x_stride % 8 == 0 &&
-                        aligned(p.hidden, 16);
   const smxx::PrologueShape shape =
       fused_prologue_allowed() ? smxx::prologue_plan(T, k, Et, E, !caller_routing)
                                : smxx::PrologueShape{};
+  // Outside the fused prologue (which always writes xq), W4A16 on BF16 rows lets GEMM1 gather
+  // straight from the caller's hidden (16-byte rows): the BF16 copy the quantizer would make
+  // costs a full read + write of x (~45 us at T = 16384).
+  const bool x_direct = !shape.ok && !w4a8 && p.hidden_dtype == InputDType::kBf16 &&
+                        x_stride % 8 == 0 && aligned(p.hidden, 16);
   cudaError_t e = cudaSuccess;
   if (shape.ok) {
     if (shape.route_first) {
@@ -264,10 +265,8 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     g1.w_scales = w->w13_scales;
     g1.I = I;
     g1.K = H;
-    // The fused prologue always writes xq; the separate path leaves x in place when it can.
-    const bool from_hidden = x_direct && !shape.ok;
-    g1.x = from_hidden ? static_cast<const __nv_bfloat16*>(p.hidden) : c.xq;
-    g1.x_stride = from_hidden ? x_stride : H;
+    g1.x = x_direct ? static_cast<const __nv_bfloat16*>(p.hidden) : c.xq;
+    g1.x_stride = x_direct ? x_stride : H;
     g1.x_row = c.x_row;
     g1.beta = c.beta;
     g1.linear_beta = c.linear_beta;
