@@ -6,8 +6,8 @@
 // CTA = 3 warpgroups (384 threads), one CTA per SM, persistent:
 //  - warpgroup 0, the producer (setmaxnreg down to 56 registers): gathers the tile's activation
 //    rows with cp.async (16 B per thread, the 128-byte swizzle, rows through act_row; rows past
-//    the unit's end are not copied) into a ring of `stages` slots of cap x 128 B (64 K of BF16 per row).
-//    A slot is handed over through two mbarriers: the producer waits on empty[slot], copies,
+//    the unit's end are not copied) into a ring of `stages` slots of cap x 128 B (64 K of BF16
+//    per row). A slot is handed over through two mbarriers: the producer waits on empty[slot], copies,
 //    and kWsLag steps later (its own cp.async group has landed: cp.async.wait_group, then the
 //    proxy fence so wgmma's async proxy sees the bytes) arrives on full[slot] (128 arrivals).
 //  - warpgroups 1 and 2, the consumers (setmaxnreg up to 224): a CTA tile is 128 weight rows =
@@ -18,8 +18,9 @@
 //    the previous step's slot is free: one arrival per warp on empty[slot] (8 per phase). The
 //    two consumers are not synchronized with each other, so one converts while the tensor core
 //    runs the other's wgmmas; consumer 1 starts kWsSkew steps after consumer 0 (a named
-//    barrier, once), so their epilogues do not coincide. A consumer whose mt is past the matrix (odd number of 64-row tiles)
-//    still waits full / arrives empty for every step, keeping the barrier counts fixed.
+//    barrier, once), so their epilogues do not coincide. A consumer whose mt is past the matrix
+//    (odd number of 64-row tiles) still waits full / arrives empty for every step, keeping the
+//    barrier counts fixed.
 // Token tiles ("units"): an expert of r rows is cut into n = ceil(r / cap) nearly equal units of
 //  sz = ceil(r / n) rows (the last one may be shorter), and each unit runs the narrowest wgmma
 //  N in {32, 64, ..., 192} that holds it. 293 rows at cap 192 -> 2 units of 147 -> N = 160
