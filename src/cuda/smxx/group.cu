@@ -3,10 +3,11 @@
 //
 // Algorithm (pair i = t*k + j, local expert le = id - expert_start when owned):
 //  1. group_hist   : one CTA per chunk of kGroupChunk pairs; shared-memory histogram of le;
-//                    scratch[c, le] = count of chunk c (integer atomics: order-independent).
-//  2. group_scan   : one CTA; per expert (a warp) an exclusive scan down the chunks, then an
+//                    scratch[le, c] = count of chunk c (integer atomics: order-independent).
+//                    Expert-major, so the scan reads each expert's counts as contiguous lines.
+//  2. group_scan   : one CTA; per expert (a warp) an exclusive scan along the chunks, then an
 //                    exclusive scan of the per-expert totals -> expert_offsets[0..E];
-//                    scratch[c, le] becomes chunk c's first row of expert le, counted from the
+//                    scratch[le, c] becomes chunk c's first row of expert le, counted from the
 //                    expert's first row (expert_offsets[le]).
 //  3. group_scatter: one warp per chunk loads its ids and weights, then walks them 32 pairs at a
 //                    time, in pair order; lanes with the same expert find each other with
@@ -48,7 +49,7 @@ __global__ void group_hist_kernel(const int32_t* ids, int pairs, int start, int 
   }
   __syncthreads();
   for (int e = threadIdx.x; e < E; e += blockDim.x)
-    scratch[static_cast<size_t>(blockIdx.x) * E + e] = cnt[e];
+    scratch[static_cast<size_t>(e) * gridDim.x + blockIdx.x] = cnt[e];
 }
 
 __global__ void __launch_bounds__(kScanThreads)
@@ -56,24 +57,26 @@ __global__ void __launch_bounds__(kScanThreads)
   __shared__ int32_t part[kScanThreads];
   pdl::wait();
   pdl::launch_dependents();
-  // Per expert (one warp each): exclusive scan down the chunks, kScanBatch x 32 chunks per round
+  // Per expert (one warp each): exclusive scan along the chunks, kScanBatch x 32 chunks per round
   // with all their loads in flight (a serial walk down 256 chunks, one dependent load at a time,
-  // took ~80 us at T=16384, k=16 on the H200); the total goes to offsets[e + 1] for now.
+  // took ~80 us at T=16384, k=16 on the H200; chunk-major counts, one sector per load, ~27 us);
+  // the total goes to offsets[e + 1] for now.
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int e = warp; e < E; e += kScanThreads / 32) {
+    int32_t* counts = scratch + static_cast<size_t>(e) * chunks;
     int32_t run = 0;
     for (int c0 = 0; c0 < chunks; c0 += kScanBatch * 32) {
       int32_t v[kScanBatch];
 #pragma unroll
       for (int b = 0; b < kScanBatch; ++b) {
         const int c = c0 + 32 * b + lane;
-        v[b] = c < chunks ? scratch[static_cast<size_t>(c) * E + e] : 0;
+        v[b] = c < chunks ? counts[c] : 0;
       }
 #pragma unroll
       for (int b = 0; b < kScanBatch; ++b) {
         const int32_t incl = warp_inclusive_sum(v[b], lane);
         const int c = c0 + 32 * b + lane;
-        if (c < chunks) scratch[static_cast<size_t>(c) * E + e] = run + incl - v[b];
+        if (c < chunks) counts[c] = run + incl - v[b];
         run += __shfl_sync(0xFFFFFFFFu, incl, 31);
       }
     }
@@ -119,7 +122,7 @@ __global__ void group_scatter_kernel(const int32_t* ids, const float* weights, i
   pdl::launch_dependents();
   const int lane = threadIdx.x;
   for (int e = lane; e < E; e += 32) {
-    next[e] = offsets[e] + scratch[static_cast<size_t>(blockIdx.x) * E + e];
+    next[e] = offsets[e] + scratch[static_cast<size_t>(e) * gridDim.x + blockIdx.x];
   }
   const int base = blockIdx.x * kGroupChunk;
   const int end = min(base + kGroupChunk, pairs);
