@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(WG * kWarpgroup, 1) chain_kernel(const ChainAr
   } else if constexpr (V == 1) {  // (b) expand only
     for (int k = 0; k < steps; ++k) {
       touch(q, s);
-      expand_fragment(q, s, a[0]);
+      expand_fragment(q, s, a[0], 0);
       pin16(a[0]);
     }
   } else if constexpr (V == 2 || V == 4) {  // (c) prefill mainloop; (e) with ld.shared first
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(WG * kWarpgroup, 1) chain_kernel(const ChainAr
       } else {
         touch(q, s);
       }
-      expand_fragment(q, s, a[B]);
+      expand_fragment(q, s, a[B], 0);
       pin16(a[B]);
       issue_step<BN>(d, a[B], b_addr);
       ptx::wgmma_wait<1>();
@@ -157,13 +157,13 @@ __global__ void __launch_bounds__(WG * kWarpgroup, 1) chain_kernel(const ChainAr
     }
   } else {  // (d) 2-deep
     touch(q, s);
-    expand_fragment(q, s, a[0]);
+    expand_fragment(q, s, a[0], 0);
     auto step = [&](auto buf) {
       constexpr int B = decltype(buf)::value;
       pin16(a[B]);
       issue_step<BN>(d, a[B], b_addr);
       touch(q, s);
-      expand_fragment(q, s, a[(B + 1) % 3]);  // last read by step k - 2, already retired
+      expand_fragment(q, s, a[(B + 1) % 3], 0);  // last read by step k - 2, already retired
       ptx::wgmma_wait<1>();                   // retires step k - 1
     };
     for (int k = 0; k < steps; k += 3) {

@@ -124,6 +124,15 @@ TEST(Sm90Prepack, ElementBitsPermuteTheWord) {
   EXPECT_EQ(seen, 0xFFFFFFFFu);
 }
 
+TEST(Sm90Prepack, SmallScalesMeansNoByteAbove128) {
+  const std::vector<uint8_t> small = {0, 5, 127, 128, 100}, big = {0, 128, 129, 3};
+  EXPECT_TRUE(mxfp4_scales_small(small.data(), small.size()));
+  EXPECT_FALSE(mxfp4_scales_small(big.data(), big.size()));
+  EXPECT_FALSE(mxfp4_scales_small(big.data() + 2, 1));
+  EXPECT_TRUE(mxfp4_scales_small(big.data(), 2));
+  EXPECT_TRUE(mxfp4_scales_small(nullptr, 0));
+}
+
 TEST(Sm90Prepack, RejectsBadShapes) {
   std::vector<uint8_t> buf(64 * 96);
   EXPECT_THROW(prepack_mxfp4(buf.data(), buf.data(), 32, 64, buf.data(), buf.data()), Error);
@@ -213,6 +222,29 @@ TEST_P(Sm90TileN, Gemm2) {
   Gemm2Case c;
   c.rows = kAwkwardRows;
   c.tile_n = GetParam();
+  run_gemm2_case(c);
+}
+// Scales up to 2^1 only (scale bytes 110..128): the launchers get small_scales and every kernel
+// runs the expansion without the per-step test for larger scales.
+TEST_P(Sm90TileN, SmallScalesGemm1) {
+  REQUIRE_SM90();
+  Gemm1Case c;
+  c.rows = kAwkwardRows;
+  c.tile_n = GetParam();
+  c.mxfp8_out = GetParam() == 64;
+  c.s_lo = 110;
+  c.s_hi = 128;
+  c.seed = 5;
+  run_gemm1_case(c);
+}
+TEST_P(Sm90TileN, SmallScalesGemm2) {
+  REQUIRE_SM90();
+  Gemm2Case c;
+  c.rows = kAwkwardRows;
+  c.tile_n = GetParam();
+  c.s_lo = 110;
+  c.s_hi = 128;
+  c.seed = 6;
   run_gemm2_case(c);
 }
 INSTANTIATE_TEST_SUITE_P(AllTiles, Sm90TileN, ::testing::Values(0, 16, 32, 64, 128, 192));

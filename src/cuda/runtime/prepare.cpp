@@ -233,6 +233,7 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
   }
 
   std::atomic<int> next{0};
+  std::atomic<bool> big13{false}, big2{false};  // some scale above 2^1 (sm90::mxfp4_scales_small)
   std::mutex mu;
   std::string failure;
   std::vector<FoldMeta> meta13(fold ? count : 0), meta2(fold ? count : 0);
@@ -265,11 +266,13 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
           fold_one(w2[i].packed, w2[i].scales, H, I, &w->fp8_w2, &meta2[i], i);
         }
         sm90::prepack_mxfp4(fp.data(), fs.data(), 2 * I, H, pp.data(), ps.data());
+        if (!sm90::mxfp4_scales_small(ps.data(), s13)) big13 = true;
         cudaError_t e = cudaMemcpy(w->w13_packed + p13 * i, pp.data(), p13, cudaMemcpyHostToDevice);
         if (e == cudaSuccess)
           e = cudaMemcpy(w->w13_scales + s13 * i, ps.data(), s13, cudaMemcpyHostToDevice);
         if (e == cudaSuccess) {
           sm90::prepack_mxfp4(w2[i].packed, w2[i].scales, H, I, pp.data(), ps.data());
+          if (!sm90::mxfp4_scales_small(ps.data(), s2)) big2 = true;
           e = cudaMemcpy(w->w2_packed + p2 * i, pp.data(), p2, cudaMemcpyHostToDevice);
         }
         if (e == cudaSuccess)
@@ -287,6 +290,8 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
   std::vector<std::thread> pool;
   for (int t = 0; t < std::min(nthreads, count); ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
+  w->w13_small_scales = !big13;
+  w->w2_small_scales = !big2;
   if (failure.empty() && fold) {
     cudaError_t e = upload_fold_meta(meta13, &w->fp8_w13);
     if (e == cudaSuccess) e = upload_fold_meta(meta2, &w->fp8_w2);

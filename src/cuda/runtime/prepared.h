@@ -42,6 +42,9 @@ struct PreparedWeights {
   uint8_t* w2_packed = nullptr;
   uint8_t* w2_scales = nullptr;
   size_t weight_bytes = 0;
+  // No scale of the owned w13 / w2 above 2^1: the kernels skip the per-step test for larger
+  // scales (sm90::Gemm1Params::small_scales). Real checkpoints: both true.
+  bool w13_small_scales = false, w2_small_scales = false;
   // FP8 W4A8 path (see above); has_fp8 false when it was not built.
   bool has_fp8 = false;
   Fp8DeviceWeights fp8_w13, fp8_w2;

@@ -271,6 +271,7 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     g1.beta = c.beta;
     g1.linear_beta = c.linear_beta;
     g1.mxfp8_out = w4a8;
+    g1.small_scales = w->w13_small_scales;
     g1.h = c.h;
     g1.g = gp;
     e = sm90::launch_gemm1(g1, w->num_sms, stream);
@@ -284,6 +285,7 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     g2.h = c.h;
     g2.row_weight = c.row_weight;
     g2.y = c.y;
+    g2.small_scales = w->w2_small_scales;
     g2.g = gp;
     e = sm90::launch_gemm2(g2, w->num_sms, stream);
     if (e != cudaSuccess) return launch_failed("sm90 gemm2", e);

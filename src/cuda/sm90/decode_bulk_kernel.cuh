@@ -204,7 +204,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
         for (int j = 0; j < KS; ++j) {
           if (j < n) {
             uint32_t a[16];
-            expand_fragment(q[j], sc[j], a);
+            expand_fragment(q[j], sc[j], a, p.small_scales);
             step_mma<kNarrow>(d, a, b[j]);
           }
         }

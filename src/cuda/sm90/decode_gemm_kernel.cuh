@@ -452,7 +452,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
           uint32_t b[4][4];
           step_load_b<kNarrow>(bsm + 128 * j, b);
           uint32_t a[16];
-          expand_fragment(qa[j], sa[j], a);
+          expand_fragment(qa[j], sa[j], a, p.small_scales);
           if (!kTail || step + D < nk) {  // refill the registers just expanded
             qa[j] = ld_weights_v4(wq + (step + D) * kWBytes, policy);
             sa[j] = ld_weights_u32(ws + (step + D) * kSBytes, policy);

@@ -142,6 +142,7 @@ cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream)
   a.beta = p.beta;
   a.linear_beta = p.linear_beta;
   a.mxfp8_out = p.mxfp8_out ? 1 : 0;
+  a.small_scales = p.small_scales ? 1 : 0;
   a.h = p.h;
   a.offsets = p.g.expert_offsets;
   a.num_experts = p.g.num_experts;
@@ -169,6 +170,7 @@ cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream)
   a.act_stride = p.I;
   a.act_row = nullptr;
   a.row_weight = p.row_weight;
+  a.small_scales = p.small_scales ? 1 : 0;
   a.y = p.y;
   a.offsets = p.g.expert_offsets;
   a.num_experts = p.g.num_experts;

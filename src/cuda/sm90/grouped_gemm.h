@@ -29,6 +29,10 @@ void prepack_mxfp4(const uint8_t* packed, const uint8_t* scales, int rows, int k
                    uint8_t* out_packed, uint8_t* out_scales);
 void unprepack_mxfp4(const uint8_t* prepacked, const uint8_t* prescales, int rows, int k,
                      uint8_t* packed, uint8_t* scales);
+// True when no scale byte exceeds 128 (2^1): the expansion's one-multiply path then holds for
+// every element, and the kernels may skip the per-step test for larger scales (small_scales).
+// Real checkpoints' weight scales sit far below 2^1. Host only.
+bool mxfp4_scales_small(const uint8_t* scales, size_t bytes);
 
 struct GroupedProblem {
   int num_experts = 0;                      // local experts
@@ -64,6 +68,9 @@ struct Gemm1Params {
   const float* linear_beta = nullptr; // device [num_experts]
   bool mxfp8_out = false;
   __nv_bfloat16* h = nullptr;         // device [max_rows, I]
+  // Every w_scales byte <= 128 (mxfp4_scales_small): promised by the caller, not checked on the
+  // device (a false promise gives wrong results); false is always correct.
+  bool small_scales = false;
   GroupedProblem g;
 };
 
@@ -75,6 +82,7 @@ struct Gemm2Params {
   const __nv_bfloat16* h = nullptr;   // device [max_rows, I]
   const float* row_weight = nullptr;  // device [max_rows]
   float* y = nullptr;                 // device [max_rows, H]
+  bool small_scales = false;          // as in Gemm1Params
   GroupedProblem g;
 };
 

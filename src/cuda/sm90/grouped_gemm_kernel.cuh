@@ -67,6 +67,7 @@ struct KernelArgs {
   const int32_t* offsets;
   int num_experts;
   int max_rows;
+  int small_scales;  // every weight scale <= 2^1 (Gemm1Params::small_scales)
 };
 
 inline size_t kernel_smem_bytes(int bn, int num_experts) {
@@ -120,9 +121,11 @@ __device__ __forceinline__ void expand_fragment_any_scale(const uint4& q, uint32
 }
 // The fast path: place_word (8 integer ops per word) and one multiply per register; the
 // multiplier 2^(s-1) is one IMAD from the scale byte, (s + 126) * 0x00800080. Bit for bit the
-// same values as expand_fragment_any_scale.
-__device__ __forceinline__ void expand_fragment(const uint4& q, uint32_t s, uint32_t (&a)[16]) {
-  if (has_big_scale(s)) {
+// same values as expand_fragment_any_scale. small_scales (a kernel argument: no scale of the
+// weights above 2^1) drops the per-fragment test and its branch.
+__device__ __forceinline__ void expand_fragment(const uint4& q, uint32_t s, uint32_t (&a)[16],
+                                                int small_scales) {
+  if (!small_scales && has_big_scale(s)) {
     expand_fragment_any_scale(q, s, a);
     return;
   }
@@ -235,7 +238,7 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
       __syncthreads();  // everyone's copies of kb visible; everyone's wgmma of kb - 2 done
       if (kb + kPrefetch < KT) load_stage(kb + kPrefetch);
       ptx::cp_async_commit();
-      expand_fragment(rq[B], rs[B], a[B]);
+      expand_fragment(rq[B], rs[B], a[B], p.small_scales);
       if (kb + 2 < KT) {
         rq[B] = ptx::ld_stream_v4(wq + (kb + 2) * kQStep);
         rs[B] = ptx::ld_stream_u32(ws + (kb + 2) * kSStep);

@@ -288,7 +288,7 @@ struct WsTileRunner {
     auto step = [&](int kb, auto buf) {
       constexpr int B = decltype(buf)::value;
       ptx::mbar_wait(c.full + 8 * c.slot, c.phase);
-      if (c.expand) expand_fragment(c.rq[B], c.rs[B], a[B]);
+      if (c.expand) expand_fragment(c.rq[B], c.rs[B], a[B], p.small_scales);
       if (kb + 2 < KT) {
         c.rq[B] = ptx::ld_stream_v4(c.wq + (kb + 2) * c.kQStep);
         c.rs[B] = ptx::ld_stream_u32(c.ws + (kb + 2) * c.kSStep);

@@ -64,6 +64,13 @@ void for_each_word(int rows, int k, Fn&& fn) {
 
 }  // namespace
 
+bool mxfp4_scales_small(const uint8_t* scales, size_t bytes) {
+  for (size_t i = 0; i < bytes; ++i) {
+    if (scales[i] > 128) return false;
+  }
+  return true;
+}
+
 size_t prepacked_packed_bytes(int rows, int k) { return static_cast<size_t>(rows) * k / 2; }
 size_t prepacked_scale_bytes(int rows, int k) { return static_cast<size_t>(rows) * k / 32; }
 
