@@ -199,6 +199,25 @@ TEST(Sm90GroupedGemmBench, DISABLED_KimiShapes) {
   for (int T : {1, 64, 8192, 16384}) bench("TP8xEP4", 224, 384, 4, T);
 }
 
+// The warp-specialized kernel with and without its epilogue stores (tune flag 1024, timing
+// only) where GEMM2 writes the most bytes per MMA: TP8xEP4 (K = 384).
+TEST(Sm90GroupedGemmBench, DISABLED_EpilogueStores) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "SKIPPED: no CUDA device";
+  for (const char* tune : {"2,8,8192", "2,8,9216", "2,8,8448", "2,8,8704"}) {
+    setenv("MXMOE_SM90_WS_TUNE", tune, 1);
+    for (int T : {8192, 16384}) {
+      char label[32];
+      snprintf(label, sizeof(label), "TP8[%s]", tune);
+      bench(label, 224, 384, 4, T);
+    }
+    char label[32];
+    snprintf(label, sizeof(label), "EP16[%s]", tune);
+    bench(label, 56, 3072, 1, 16384);
+  }
+  unsetenv("MXMOE_SM90_WS_TUNE");
+}
+
 // One decode case alone, for profilers (ncu -k regex:decode_gemm_kernel): TP8xEP4 at 64 tokens,
 // where GEMM2 has 6 K steps per tile.
 TEST(Sm90GroupedGemmBench, DISABLED_Tp8Ep4Decode64) {

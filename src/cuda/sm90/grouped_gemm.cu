@@ -65,7 +65,7 @@ WsTune ws_tune() {
         st >= lag + 2 && st <= kWsMaxStages) {
       t.lag = lag;
       t.max_stages = st;
-      t.flags = fl & (kWsTuneNoLoad | kWsTuneNoExpand | kWsTuneSkewMask);
+      t.flags = fl & (kWsTuneNoLoad | kWsTuneNoExpand | kWsTuneNoStore | kWsTuneSkewMask);
     }
   }
   return t;

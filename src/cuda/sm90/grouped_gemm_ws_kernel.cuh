@@ -72,10 +72,10 @@ constexpr int kWsMinStages = kWsLag + 2;
 // loads are 2 steps ahead; the first H200 profile after the producer fix showed GEMM2's
 // consumers waiting on those loads: bench/NOTES.md P round 5).
 constexpr int kWsL2Ahead = 6;
-// tune: bits 0-3 the producer lag (2, 4, 6; slots >= lag + 2), and two diagnostics that make
+// tune: bits 0-3 the producer lag (2, 4, 6; slots >= lag + 2), and three diagnostics that make
 // the results wrong on purpose, for timing only: bit 8 the producer copies nothing, bit 9 the
-// consumers skip the weight conversion.
-constexpr int kWsTuneNoLoad = 1 << 8, kWsTuneNoExpand = 1 << 9;
+// consumers skip the weight conversion, bit 10 they skip the epilogue's stores.
+constexpr int kWsTuneNoLoad = 1 << 8, kWsTuneNoExpand = 1 << 9, kWsTuneNoStore = 1 << 10;
 // tune bits 12-15: consumer 1 starts that many K steps after consumer 0, so their epilogues do
 // not coincide (the tensor core then runs one consumer's MMAs during the other's epilogue).
 constexpr int kWsTuneSkewShift = 12, kWsTuneSkewMask = 15 << kWsTuneSkewShift;
@@ -283,6 +283,13 @@ struct WsTileRunner {
     for (int i = 0; i < N / 2; ++i) d[i] = 0.0f;
     uint32_t a[2][16];
     int prev_slot = 0;
+    // GEMM1: the expert's SiTU betas, loaded now so the epilogue does not wait on them (two
+    // dependent L2 round trips per tile otherwise; bench/NOTES.md P round 9).
+    float beta_e = 0.0f, linear_beta_e = 0.0f;
+    if constexpr (kGemm1) {
+      beta_e = p.beta[T.e];
+      linear_beta_e = p.linear_beta[T.e];
+    }
     // One 64-K step on weight buffer B: expand step kb's fragment, fetch step kb + 2's (or the
     // next tile's first steps), 4 wgmmas on the slot, then free the previous step's slot.
     auto step = [&](int kb, auto buf) {
@@ -341,10 +348,11 @@ struct WsTileRunner {
     if (c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
 
     const int warp = c.warp, g = c.lane >> 2, t = c.lane & 3;
+    if (!c.store) return;
     const int mt = 2 * T.m2 + c.cw;
     if constexpr (kGemm1) {
       // ---- SiTU-GLU (+ MXFP8) epilogue: d[4j + {0,1}] gate, d[4j + {2,3}] up ----
-      const smxx::SituCoeffs sc = smxx::situ_coeffs(p.beta[T.e], p.linear_beta[T.e]);
+      const smxx::SituCoeffs sc = smxx::situ_coeffs(beta_e, linear_beta_e);
       float v[N / 4];
 #pragma unroll
       for (int j = 0; j < N / 8; ++j) {
@@ -391,7 +399,8 @@ struct WsTileRunner {
       // ---- GEMM2 epilogue: y = row_weight * acc ----
       // This thread's N / 4 token columns' weights, all loaded before the first store: y and
       // row_weight may alias for the compiler, which otherwise reloads a weight after every
-      // store and waits on each load in turn.
+      // store and waits on each load in turn. (Loading them before the last wgmma wait, as the
+      // betas are, measured no faster and spilled: bench/NOTES.md P round 9.)
       float rw[N / 4];
 #pragma unroll
       for (int j = 0; j < N / 4; ++j) {
@@ -424,7 +433,7 @@ struct WsConsumerCtx {
   int par = 0;  // weight buffer of the tile's step 0
   const uint8_t *wq = nullptr, *ws = nullptr, *nq = nullptr, *ns = nullptr;
   bool nact = false;
-  bool expand = true;
+  bool expand = true, store = true;
   int skew_at = -1;  // consumer 0: the first tile's step after which consumer 1 starts
   __device__ __forceinline__ WsConsumerCtx(const KernelArgs& args) : p(args) {}
   __device__ __forceinline__ void advance() {
@@ -442,6 +451,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
                                             uint32_t sAmaxAll, int tune) {
   WsConsumerCtx c(p);
   c.expand = (tune & kWsTuneNoExpand) == 0;
+  c.store = (tune & kWsTuneNoStore) == 0;
   c.cw = threadIdx.x / kWarpgroup - 1;  // 0 or 1
   const int tid = threadIdx.x & (kWarpgroup - 1);
   c.warp = tid >> 5;
