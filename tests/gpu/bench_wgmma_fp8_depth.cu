@@ -13,7 +13,9 @@
 //   promote 3: the same FFMAs with the scales in registers (no loads: the FFMA-only bound);
 //   promote 4 ("rows"): tokens on wgmma M: a thread's products span 2 tokens, 2 scalar loads.
 // "per-k64" / "per-k128" rows chain 2 / 4 k32 wgmmas per promotion: coarser activation scales,
-// not MX semantics, for the price of the per-32 granularity.
+// not MX semantics, for the price of the per-32 granularity. "ring" rows feed the same steps
+// through the warp-specialized kernels' mbarrier ring (a producer warpgroup that copies nothing):
+// the handshake's own cost per step.
 // Prints FLOP per clock per SM against 8192 (the FP8 tensor core's dense peak) and TFLOP/s at
 // the clock it ran. A standalone program, timing only (no assertions, not a ctest): built with
 // `ninja bench_wgmma_fp8_depth` (EXCLUDE_FROM_ALL); results in bench/NOTES.md F round 3.
@@ -155,6 +157,106 @@ __global__ void __launch_bounds__(kThreads, 1) depth_kernel(int iters, int nwg, 
   if (threadIdx.x == 0) cycles[blockIdx.x] = c1 - c0;
 }
 
+// The same consumer steps fed through the warp-specialized kernels' mbarrier ring: warpgroup 0
+// is a producer that copies nothing (the slots hold fixed data) but keeps the handshake: per step
+// it waits empty[slot] and, kLag steps later, arrives on full[slot] (128 arrivals; with kFence
+// after a proxy fence, as after real cp.async copies); each consumer warpgroup waits full[slot],
+// runs the step's 4 blocks and arrives on empty[slot] (one arrival per warp). What does the
+// handshake cost per step?
+template <int N, int kPromote, int kLag, bool kFence>
+__global__ void __launch_bounds__(384, 1) ring_kernel(int steps, int live, float* out,
+                                                     long long* cycles) {
+  constexpr int kStages = 8;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = ptx::align_smem<1024>(smem_raw);
+  float* sc = reinterpret_cast<float*>(smem + 16384 + 8192);
+  for (int i = threadIdx.x; i < (16384 + 8192) / 4; i += blockDim.x)
+    reinterpret_cast<uint32_t*>(smem)[i] = 0x38383838u ^ ((i * 2654435761u) & 0x07070707u);
+  for (int i = threadIdx.x; i < 4 * N; i += blockDim.x) sc[i] = 1.0f + (i & 3) * 0.25f;
+  const uint32_t bars = ptx::smem_addr(sc + 4 * N);  // full[8], empty[8]
+  const uint32_t full = bars, empty = bars + 8 * kStages;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      ptx::mbar_init(full + 8 * i, 128);
+      ptx::mbar_init(empty + 8 * i, 8);
+    }
+    ptx::mbar_init_fence();
+  }
+  __syncthreads();
+  const int wg = threadIdx.x / 128;
+  const long long c0 = clock64();
+  if (wg == 0) {
+    int slot = 0, phase = 0, lag_slot = 0, pending = 0;
+    for (int st = 0; st < steps; ++st) {
+      ptx::mbar_wait(empty + 8 * slot, phase ^ 1);
+      if (++pending > kLag) {
+        if (kFence) ptx::fence_proxy_async();
+        ptx::mbar_arrive(full + 8 * lag_slot);
+        lag_slot = lag_slot + 1 == kStages ? 0 : lag_slot + 1;
+        --pending;
+      }
+      if (++slot == kStages) {
+        slot = 0;
+        phase ^= 1;
+      }
+    }
+    for (; pending > 0; --pending) {
+      ptx::mbar_arrive(full + 8 * lag_slot);
+      lag_slot = lag_slot + 1 == kStages ? 0 : lag_slot + 1;
+    }
+    return;
+  }
+  const int t = threadIdx.x & 3;
+  const uint32_t b_addr = ptx::smem_addr(smem);
+  const uint32_t sc_addr = ptx::smem_addr(sc) + 16 * t;
+  const uint4 a = make_uint4(0, 0, 0, 0);
+  constexpr int NA = N / 2;
+  float acc[NA], tmp[2][NA];
+#pragma unroll
+  for (int i = 0; i < NA; ++i) acc[i] = tmp[0][i] = tmp[1][i] = 0.0f;
+  int slot = 0, phase = 0;
+  for (int st = 0; st < steps; ++st) {
+    ptx::mbar_wait(full + 8 * slot, phase);
+    Step<N, 2, 4, 1, kPromote, true>::template run<0>(acc, tmp, a, b_addr, sc_addr, live);
+    if ((threadIdx.x & 31) == 0) ptx::mbar_arrive(empty + 8 * slot);
+    if (++slot == kStages) {
+      slot = 0;
+      phase ^= 1;
+    }
+  }
+  const long long c1 = clock64();
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < NA; ++i) s += acc[i];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+  if (threadIdx.x == 128) cycles[blockIdx.x] = c1 - c0;
+}
+
+template <int N, int kPromote, int kLag, bool kFence>
+void run_ring(const char* name, int sms, float* out, long long* cyc) {
+  auto* k = ring_kernel<N, kPromote, kLag, kFence>;
+  const int smem = 1024 + 16384 + 8192 + 16 * N + 256;
+  CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int steps = 1024;
+  k<<<sms, 384, smem>>>(steps, 0, out, cyc);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  long long best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    k<<<sms, 384, smem>>>(steps, 0, out, cyc);
+    CK(cudaDeviceSynchronize());
+    long long hc[1024];
+    CK(cudaMemcpy(hc, cyc, sizeof(long long) * sms, cudaMemcpyDeviceToHost));
+    long long mx = 0;
+    for (int i = 0; i < sms; ++i) mx = hc[i] > mx ? hc[i] : mx;
+    if (rep == 0 || mx < best) best = mx;
+  }
+  const double flop = 2.0 * steps * 4 * 64.0 * N * 32 * 2;  // 2 consumers x 4 blocks per step
+  std::printf("%-10s SS N=%3d ring lag=%d fence=%d promote=%d wg=2+1        | %6.0f FLOP/clk/SM = %5.1f%% of 8192 | %6.0f cycles per step\n",
+              name, N, kLag, int(kFence), kPromote, flop / double(best), 100.0 * flop / double(best) / 8192.0,
+              double(best) / steps);
+}
+
 template <int N, int D, int B, int kChain, int kPromote, int kThreads, bool kSS = false>
 void run(const char* name, int nwg, int sms, float* out, long long* cyc) {
   auto* k = depth_kernel<N, D, B, kChain, kPromote, kThreads, kSS>;
@@ -238,6 +340,11 @@ int main() {
   run<96, 2, 4, 2, 2, 256>("per-k64", 2, sms, out, cyc);
   run<96, 2, 4, 4, 2, 256>("per-k128", 2, sms, out, cyc);
   run<128, 2, 4, 4, 2, 256>("per-k128", 2, sms, out, cyc);
+  // The same steps through the kernels' mbarrier ring (a producer warpgroup that copies nothing).
+  run_ring<64, 0, 2, true>("ring", sms, out, cyc);
+  run_ring<64, 0, 0, false>("ring", sms, out, cyc);
+  run_ring<64, 4, 2, true>("ring rows", sms, out, cyc);
+  run_ring<64, 4, 0, false>("ring rows", sms, out, cyc);
   CK(cudaFree(out));
   CK(cudaFree(cyc));
   return 0;
