@@ -8,7 +8,8 @@
 # Logs go to $OUT (the device tool's folder that comes back), else to build-gpu/logs.
 # Environment: MXMOE_GPU_JOBS (ninja -j, default 16), MXMOE_GPU_TESTS (a ctest -R regex to run
 # a subset), MXMOE_TEST_TIMEOUT (seconds per test, default 300), MXMOE_GPU_BENCH (flags for an
-# `mxmoe bench` run after the tests; its table is printed last).
+# `mxmoe bench` run after the tests; its table is printed last), MXMOE_GPU_MICRO=1 (also build
+# and run the FP8 wgmma microbenchmark, output in wgmma_depth.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -108,6 +109,16 @@ if [ -n "${MXMOE_GPU_BENCH:-}" ]; then
   "$B/tools/mxmoe/mxmoe" bench $MXMOE_GPU_BENCH --csv "$LOG/bench.csv" > "$LOG/bench.log" 2>&1
   bench_rc=$?
   note "mxmoe bench $MXMOE_GPU_BENCH: rc $bench_rc (bench.log, bench.csv), $(elapsed)"
+fi
+# Optional: the FP8 wgmma / MX promotion microbenchmark (MXMOE_GPU_MICRO=1; bench/NOTES.md F
+# round 3), built on request only.
+if [ -n "${MXMOE_GPU_MICRO:-}" ]; then
+  if ninja -C "$B" bench_wgmma_fp8_depth >> "$LOG/build.log" 2>&1; then
+    "$B/tests/gpu/bench_wgmma_fp8_depth" > "$LOG/wgmma_depth.txt" 2>&1
+    note "bench_wgmma_fp8_depth: rc $? (wgmma_depth.txt), $(elapsed)"
+  else
+    note "bench_wgmma_fp8_depth: build FAILED (build.log)"
+  fi
 fi
 echo "---- summary ----"
 printf '%s\n' "${SUMMARY[@]}"
