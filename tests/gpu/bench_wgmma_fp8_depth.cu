@@ -21,8 +21,10 @@
 // `ninja bench_wgmma_fp8_depth` (EXCLUDE_FROM_ALL); results in bench/NOTES.md F round 3.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "sm90/ptx.cuh"
 #include "sm90/wgmma_fp8.cuh"
@@ -38,6 +40,22 @@ namespace ptx = mxmoe::sm90::ptx;
     }                                                                                \
   } while (0)
 
+// Shared memory of both kernels (after 1024-byte alignment): the B tile (up to 128 rows x 128 B),
+// the SS form's A tile (64 rows x 128 B), then 4 blocks x N scale floats (the ring kernel puts
+// its barriers after them).
+constexpr int kBTileBytes = 16384, kATileBytes = 8192;
+constexpr double kPeakFlopPerClk = 8192.0;  // FP8 dense, per SM
+__host__ __device__ constexpr int smem_bytes(int n) { return 1024 + kBTileBytes + kATileBytes + 16 * n; }
+
+// Fills the operand tiles with finite E4M3 bytes near 1 and the scales; returns the scales.
+__device__ __forceinline__ float* fill_operands(uint8_t* smem, int n) {
+  float* sc = reinterpret_cast<float*>(smem + kBTileBytes + kATileBytes);
+  for (int i = threadIdx.x; i < (kBTileBytes + kATileBytes) / 4; i += blockDim.x)
+    reinterpret_cast<uint32_t*>(smem)[i] = 0x38383838u ^ ((i * 2654435761u) & 0x07070707u);
+  for (int i = threadIdx.x; i < 4 * n; i += blockDim.x) sc[i] = 1.0f + (i & 3) * 0.25f;
+  return sc;
+}
+
 // One pipeline step of B k32 blocks, unrolled at compile time (wait counts are immediates):
 // D - 1 groups issued ahead, each block's group waited for (wgmma.wait_group with the number of
 // newer groups still in flight), then promoted; the step starts and ends with nothing in flight,
@@ -50,8 +68,8 @@ struct Step {
 #pragma unroll
     for (int c = 0; c < kChain; ++c) {
       const uint64_t bd = ptx::desc_sw128(b_addr + 32 * ((blk + c) & 3));
-      if constexpr (kSS) {  // A = a 64-row tile 16 KB past B (tokens on M from shared memory)
-        ptx::WgmmaFp8SS<N>::mma(d, ptx::desc_sw128(b_addr + 16384 + 32 * ((blk + c) & 3)), bd, kChain > 1 ? 1 : 0);
+      if constexpr (kSS) {  // A = the 64-row tile after B (tokens on M from shared memory)
+        ptx::WgmmaFp8SS<N>::mma(d, ptx::desc_sw128(b_addr + kBTileBytes + 32 * ((blk + c) & 3)), bd, kChain > 1 ? 1 : 0);
       } else {
         ptx::WgmmaFp8RS<N>::mma(d, a, bd, kChain > 1 ? 1 : 0);
       }
@@ -125,10 +143,7 @@ __global__ void __launch_bounds__(kThreads, 1) depth_kernel(int iters, int nwg, 
                                                             float* out, long long* cycles) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = ptx::align_smem<1024>(smem_raw);
-  float* sc = reinterpret_cast<float*>(smem + 16384 + 8192);
-  for (int i = threadIdx.x; i < (16384 + 8192) / 4; i += blockDim.x)  // finite E4M3 bytes near 1
-    reinterpret_cast<uint32_t*>(smem)[i] = 0x38383838u ^ ((i * 2654435761u) & 0x07070707u);
-  for (int i = threadIdx.x; i < 4 * N; i += blockDim.x) sc[i] = 1.0f + (i & 3) * 0.25f;
+  float* sc = fill_operands(smem, N);
   __syncthreads();
   const int wg = threadIdx.x / 128;
   if (wg >= nwg) return;
@@ -169,10 +184,7 @@ __global__ void __launch_bounds__(384, 1) ring_kernel(int steps, int live, float
   constexpr int kStages = 8;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = ptx::align_smem<1024>(smem_raw);
-  float* sc = reinterpret_cast<float*>(smem + 16384 + 8192);
-  for (int i = threadIdx.x; i < (16384 + 8192) / 4; i += blockDim.x)
-    reinterpret_cast<uint32_t*>(smem)[i] = 0x38383838u ^ ((i * 2654435761u) & 0x07070707u);
-  for (int i = threadIdx.x; i < 4 * N; i += blockDim.x) sc[i] = 1.0f + (i & 3) * 0.25f;
+  float* sc = fill_operands(smem, N);
   const uint32_t bars = ptx::smem_addr(sc + 4 * N);  // full[8], empty[8]
   const uint32_t full = bars, empty = bars + 8 * kStages;
   if (threadIdx.x == 0) {
@@ -232,10 +244,17 @@ __global__ void __launch_bounds__(384, 1) ring_kernel(int steps, int live, float
   if (threadIdx.x == 128) cycles[blockIdx.x] = c1 - c0;
 }
 
+// The slowest CTA's cycle count of the last launch.
+long long max_cycles(const long long* cyc, int sms) {
+  std::vector<long long> hc(sms);
+  CK(cudaMemcpy(hc.data(), cyc, sizeof(long long) * sms, cudaMemcpyDeviceToHost));
+  return *std::max_element(hc.begin(), hc.end());
+}
+
 template <int N, int kPromote, int kLag, bool kFence>
 void run_ring(const char* name, int sms, float* out, long long* cyc) {
   auto* k = ring_kernel<N, kPromote, kLag, kFence>;
-  const int smem = 1024 + 16384 + 8192 + 16 * N + 256;
+  const int smem = smem_bytes(N) + 256;  // + 16 barriers
   CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int steps = 1024;
   k<<<sms, 384, smem>>>(steps, 0, out, cyc);
@@ -245,22 +264,19 @@ void run_ring(const char* name, int sms, float* out, long long* cyc) {
   for (int rep = 0; rep < 5; ++rep) {
     k<<<sms, 384, smem>>>(steps, 0, out, cyc);
     CK(cudaDeviceSynchronize());
-    long long hc[1024];
-    CK(cudaMemcpy(hc, cyc, sizeof(long long) * sms, cudaMemcpyDeviceToHost));
-    long long mx = 0;
-    for (int i = 0; i < sms; ++i) mx = hc[i] > mx ? hc[i] : mx;
+    const long long mx = max_cycles(cyc, sms);
     if (rep == 0 || mx < best) best = mx;
   }
   const double flop = 2.0 * steps * 4 * 64.0 * N * 32 * 2;  // 2 consumers x 4 blocks per step
   std::printf("%-10s SS N=%3d ring lag=%d fence=%d promote=%d wg=2+1        | %6.0f FLOP/clk/SM = %5.1f%% of 8192 | %6.0f cycles per step\n",
-              name, N, kLag, int(kFence), kPromote, flop / double(best), 100.0 * flop / double(best) / 8192.0,
+              name, N, kLag, int(kFence), kPromote, flop / double(best), 100.0 * flop / double(best) / kPeakFlopPerClk,
               double(best) / steps);
 }
 
 template <int N, int D, int B, int kChain, int kPromote, int kThreads, bool kSS = false>
 void run(const char* name, int nwg, int sms, float* out, long long* cyc) {
   auto* k = depth_kernel<N, D, B, kChain, kPromote, kThreads, kSS>;
-  const int smem = 1024 + 16384 + 8192 + 16 * N;
+  const int smem = smem_bytes(N);
   CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   cudaFuncAttributes attr;
   CK(cudaFuncGetAttributes(&attr, k));
@@ -279,10 +295,7 @@ void run(const char* name, int nwg, int sms, float* out, long long* cyc) {
     CK(cudaEventSynchronize(e1));
     float ms = 0;
     CK(cudaEventElapsedTime(&ms, e0, e1));
-    long long hc[1024];
-    CK(cudaMemcpy(hc, cyc, sizeof(long long) * sms, cudaMemcpyDeviceToHost));
-    long long mx = 0;
-    for (int i = 0; i < sms; ++i) mx = hc[i] > mx ? hc[i] : mx;
+    const long long mx = max_cycles(cyc, sms);
     if (ms < best_ms) {
       best_ms = ms;
       best_cyc = mx;
@@ -294,7 +307,7 @@ void run(const char* name, int nwg, int sms, float* out, long long* cyc) {
   const double mhz = double(best_cyc) / (best_ms * 1e-3) * 1e-6;
   std::printf("%-10s %s N=%3d D=%d B=%d chain=%d promote=%d wg=%d regs=%3d spill=%4zu | %6.0f FLOP/clk/SM = %5.1f%% of 8192 | %7.1f TFLOP/s | ~%4.0f MHz\n",
               name, kSS ? "SS" : "RS", N, D, B, kChain, kPromote, nwg, attr.numRegs, attr.localSizeBytes, per_clk,
-              100.0 * per_clk / 8192.0, tflops, mhz);
+              100.0 * per_clk / kPeakFlopPerClk, tflops, mhz);
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
 }
