@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -168,6 +169,29 @@ struct CapturedLaunch {
   }
 };
 
+// The decode kernel's stream-K scratch (GroupedProblem::sk_*), zeroed once; every launch must
+// leave its flags at zero again (checked after each run).
+struct StreamKScratch {
+  std::unique_ptr<DevBuf<int32_t>> flags;
+  std::unique_ptr<DevBuf<float>> partials;
+  void attach(GroupedProblem* g) {
+    const int ctas = decode_sk_ctas(num_sms());
+    flags = std::make_unique<DevBuf<int32_t>>(ctas);
+    partials = std::make_unique<DevBuf<float>>(static_cast<size_t>(ctas) * kDecodeSkPartialFloats);
+    CUDA_OK(cudaMemset(flags->p, 0, flags->n * 4));
+    g->sk_flags = flags->p;
+    g->sk_partials = partials->p;
+    g->sk_ctas = ctas;
+  }
+  void expect_flags_clear(const char* what) const {
+    if (!flags) return;
+    std::vector<int32_t> f;
+    CUDA_OK(flags->down(&f));
+    EXPECT_EQ(std::count(f.begin(), f.end(), 0), static_cast<long>(f.size()))
+        << what << ": stream-K flags left set after the launch";
+  }
+};
+
 // Accumulates the comparison of one output element and reports the first mismatches.
 struct Compare {
   std::string name;
@@ -230,6 +254,7 @@ struct Gemm1Case {
   int kernel = kGemmAuto;  // GroupedProblem::kernel
   int split_k = 0;         // GroupedProblem::split_k
   bool graph = false;      // runs 2..4 replay one captured CUDA graph
+  bool stream_k = false;   // the decode kernel's stream-K scratch attached (GroupedProblem::sk_*)
   int sample = 0;         // checked pairs per expert (0 = all)
   int s_lo = 120, s_hi = 130;
   uint64_t seed = 1;
@@ -293,6 +318,8 @@ inline void run_gemm1_case(const Gemm1Case& c) {
   p.g.tile_n = c.tile_n;
   p.g.kernel = c.kernel;
   p.g.split_k = c.split_k;
+  StreamKScratch sk;
+  if (c.stream_k) sk.attach(&p.g);
 
   const int runs = c.graph ? 4 : 2;
   std::vector<std::vector<uint16_t>> h(runs);
@@ -304,6 +331,7 @@ inline void run_gemm1_case(const Gemm1Case& c) {
     CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm1(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(d_h.down(&h[run]));
+    sk.expect_flags_clear("gemm1");
   }
   for (int run = 1; run < runs; ++run) {
     EXPECT_EQ(0, memcmp(h[0].data(), h[run].data(), h[0].size() * 2)) << "run " << run << " differs";
@@ -313,10 +341,10 @@ inline void run_gemm1_case(const Gemm1Case& c) {
   }
 
   char name[200];
-  snprintf(name, sizeof(name), "gemm1 I=%d K=%d E=%d pairs=%d tile_n=%d %s%s kernel=%d split=%d%s",
+  snprintf(name, sizeof(name), "gemm1 I=%d K=%d E=%d pairs=%d tile_n=%d %s%s kernel=%d split=%d%s%s",
            I, K, E, pairs, c.tile_n != 0 ? c.tile_n : choose_tile_n(max_rows, E),
            c.mxfp8_out ? "mxfp8" : "bf16", c.per_expert_beta ? " per-expert-beta" : "", c.kernel,
-           c.split_k, c.graph ? " graph" : "");
+           c.split_k, c.graph ? " graph" : "", c.stream_k ? " stream-k" : "");
   Compare cmp{name};
   std::vector<float> wd(static_cast<size_t>(2) * I * K), xf(K);
   std::vector<double> gate(I), up(I), gsum(I), usum(I);
@@ -385,6 +413,7 @@ struct Gemm2Case {
   int kernel = kGemmAuto;
   int split_k = 0;
   bool graph = false;
+  bool stream_k = false;  // as Gemm1Case::stream_k
   int sample = 0;
   int s_lo = 120, s_hi = 130;
   uint64_t seed = 2;
@@ -434,6 +463,8 @@ inline void run_gemm2_case(const Gemm2Case& c) {
   p.g.tile_n = c.tile_n;
   p.g.kernel = c.kernel;
   p.g.split_k = c.split_k;
+  StreamKScratch sk;
+  if (c.stream_k) sk.attach(&p.g);
 
   const int runs = c.graph ? 4 : 2;
   std::vector<std::vector<float>> y(runs);
@@ -445,6 +476,7 @@ inline void run_gemm2_case(const Gemm2Case& c) {
     CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm2(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(d_y.down(&y[run]));
+    sk.expect_flags_clear("gemm2");
   }
   for (int run = 1; run < runs; ++run) {
     EXPECT_EQ(0, memcmp(y[0].data(), y[run].data(), y[0].size() * 4)) << "run " << run << " differs";
@@ -456,9 +488,9 @@ inline void run_gemm2_case(const Gemm2Case& c) {
   }
 
   char name[160];
-  snprintf(name, sizeof(name), "gemm2 H=%d I=%d E=%d pairs=%d tile_n=%d kernel=%d split=%d%s", H,
-           I, E, pairs, c.tile_n != 0 ? c.tile_n : choose_tile_n(max_rows, E), c.kernel, c.split_k,
-           c.graph ? " graph" : "");
+  snprintf(name, sizeof(name), "gemm2 H=%d I=%d E=%d pairs=%d tile_n=%d kernel=%d split=%d%s%s",
+           H, I, E, pairs, c.tile_n != 0 ? c.tile_n : choose_tile_n(max_rows, E), c.kernel,
+           c.split_k, c.graph ? " graph" : "", c.stream_k ? " stream-k" : "");
   Compare cmp{name};
   std::vector<float> wd(static_cast<size_t>(H) * I), hf(I);
   for (int e = 0; e < E; ++e) {

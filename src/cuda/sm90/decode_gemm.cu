@@ -30,6 +30,15 @@ int mainloop_from_env() {
   return valid_mainloop(env != nullptr ? std::atoi(env) : 0);
 }
 std::atomic<int> g_mainloop{mainloop_from_env()};
+// MXMOE_DECODE_SK=0 turns stream-K off (whole tiles per CTA even with the scratch), so an
+// end-to-end `mxmoe bench` run can time both schedules in one device session.
+bool stream_k_allowed() {
+  static const bool allowed = [] {
+    const char* env = std::getenv("MXMOE_DECODE_SK");
+    return env == nullptr || std::atoi(env) != 0;
+  }();
+  return allowed;
+}
 
 // kBulk: the bulk-copy ring (decode_bulk_kernel.cuh), else the register-streamed mainloop.
 template <int S, bool kGemm1, bool kBulk>
@@ -138,12 +147,19 @@ cudaError_t launch_split(const KernelArgs& a, int64_t tile_bound, int slots, int
 }
 
 template <bool kGemm1, bool kBulk>
-cudaError_t launch_decode(const KernelArgs& a, int split_k, int rows, int num_sms,
+cudaError_t launch_decode(const KernelArgs& a, int split_k, int rows, int num_sms, int sk_ctas,
                           cudaStream_t stream) {
   const Occupancy& occ = occupancy<kGemm1, kBulk>();
   if (occ.err != cudaSuccess) return occ.err;
   int slots[4];
   for (int i = 0; i < 4; ++i) slots[i] = num_sms * occ.per_sm[i];
+  if (a.sk_flags != nullptr) {
+    // Stream-K: one CTA per slot (all resident at once: an owner waits on lower CTAs), each
+    // with an equal share of the K steps; the kernel leaves CTAs idle below kSkMinSteps each.
+    const int grid = std::max(1, std::min(slots[0], sk_ctas));
+    return pdl::launch_pdl(kernel_of<1, kGemm1, kBulk>(), dim3(grid), dim3(threads_of<kBulk>()),
+                           smem_of<1, kBulk>(), stream, a);
+  }
   const int m_tiles = a.M / kTileM, KT = a.K / kStepK;
   const int S = split_k != 0 ? split_k
                              : decode_split_k(m_tiles, KT, rows, a.num_experts, slots);
@@ -217,8 +233,15 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
                                       static_cast<int64_t>(rows) * kDecodeBulkExpertsPerRow <=
                                           a.num_experts ||
                                       a.K / kStepK <= kDecodeBulkMaxSteps;
-  *err = bulk ? launch_decode<kGemm1, true>(a, g.split_k, rows, num_sms, stream)
-              : launch_decode<kGemm1, false>(a, g.split_k, rows, num_sms, stream);
+  // Stream-K (decode_gemm_kernel.cuh): the register mainloop, with the caller's scratch, when
+  // the split is not forced.
+  KernelArgs b = a;
+  const bool sk = !bulk && g.split_k == 0 && g.sk_flags != nullptr && g.sk_partials != nullptr &&
+                  g.sk_ctas > 0 && stream_k_allowed();
+  b.sk_flags = sk ? g.sk_flags : nullptr;
+  b.sk_partials = sk ? g.sk_partials : nullptr;
+  *err = bulk ? launch_decode<kGemm1, true>(b, g.split_k, rows, num_sms, 0, stream)
+              : launch_decode<kGemm1, false>(b, g.split_k, rows, num_sms, g.sk_ctas, stream);
   return true;
 }
 

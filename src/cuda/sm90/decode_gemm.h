@@ -36,6 +36,9 @@ constexpr int kDecodeBulkExpertsPerRow = 4;
 // GEMM2: T=1 8.6 / 9.5, T=16 30.2 / 33.2, T=64 73.0 / 81.5, T=224 102.5 / 115.3; the long-K
 // GEMMs (KT 48-56) stay faster on the register mainloop (EP16 T=64 GEMM2 89.0 / 98.6).
 constexpr int kDecodeBulkMaxSteps = 8;
+// Stream-K (decode_gemm_kernel.cuh): the register mainloop splits the K steps evenly over its
+// CTAs when the problem carries the scratch (GroupedProblem::sk_*) and split_k is 0; the
+// environment variable MXMOE_DECODE_SK=0 turns it off (an A/B knob for timings).
 // Test / timing knob: force a mainloop for later launches (0 = the rule above); the process
 // starts from MXMOE_DECODE_MAINLOOP (1 or 2) when set, for end-to-end A/B timings.
 void decode_set_mainloop(int m);

@@ -29,7 +29,18 @@
 //    d = ((d_0 + d_1) + d_2) + ... in rank order (deterministic, bit-identical run to run), frees
 //    the buffers (remote arrive on each rank's red_free) and runs the epilogue. No global
 //    workspace and no counters: nothing to zero, graph replays need no reset.
-//  - Persistent grid: cluster c walks tiles c, c + clusters, ...
+//  - Persistent grid: cluster c walks tiles c, c + clusters, ... Or, with the stream-K scratch
+//    (S = 1 only; KernelArgs::sk_flags), CTA c takes steps [c W / P, (c + 1) W / P) of the W =
+//    tiles x KT steps in tile-major order, so every CTA streams the same number of weight bytes
+//    and the last wave of tiles does not run on a partly idle device (at EP16 T=64 the tiles
+//    are ~5.5 per CTA slot: whole tiles leave half the slots idle for the last one). A tile cut
+//    between CTAs is finished by the CTA holding its last step (the owner): the CTAs holding
+//    its earlier steps (lower indices) each write an fp32 partial to the scratch and raise a
+//    flag; the owner waits for those flags, sums partials in CTA order, then its own (fixed
+//    order: bit-identical from run to run), resets the flags and runs the epilogue. Each CTA
+//    does its partial segment first, so an owner's wait is short, and waits only on lower CTA
+//    indices, which the hardware makes resident no later than the owner (no deadlock with a
+//    grid of at most the resident CTAs).
 //  - Epilogues: the tiled kernel's, for BN = 16 (same situ_glu, same MX block = the tile's 32
 //    intermediates of a token, same staging and 16-byte stores), so the numerics are identical.
 // Limitations: BN = 16 only (more rows per expert take more token tiles, each re-reading the
@@ -181,6 +192,73 @@ __device__ __forceinline__ SplitSlice split_slice(int KT) {
   s.k_end = (static_cast<int>(s.rank) + 1) * KT / S;
   return s;
 }
+// The CTA's work as segments: tile `tile`, K steps [k_lo, k_hi) of it.
+struct Segment {
+  int tile, k_lo, k_hi;
+};
+// Whole tiles (cid, cid + nclu, ... over the CTA's K slice) or, with stream-K, the CTA's range
+// [s0, s1) of the tile-major steps. Segment i in processing order: with stream-K, a range that
+// ends inside a tile (a partial for a later CTA) does that piece first, then the rest in order.
+struct Walk {
+  bool sk;
+  int KT, count;
+  int first, stride, k_begin, k_end;  // whole tiles
+  int64_t s0, s1;                     // stream-K
+  bool rotate;
+  __device__ __forceinline__ Segment at(int i) const {
+    if (!sk) return {first + i * stride, k_begin, k_end};
+    const int j = rotate ? (i == 0 ? count - 1 : i - 1) : i;
+    const int t = first + j;
+    const int64_t ts = static_cast<int64_t>(t) * KT;
+    return {t, static_cast<int>(max(s0 - ts, int64_t{0})),
+            static_cast<int>(min(s1 - ts, static_cast<int64_t>(KT)))};
+  }
+};
+// Steps at least this many per stream-K CTA (two chunks): fewer CTAs take the work otherwise.
+constexpr int kSkMinSteps = 2 * kDepth;
+__device__ __forceinline__ int64_t sk_bound(int c, int64_t W, int P) {
+  return static_cast<int64_t>(c) * W / P;
+}
+__device__ __forceinline__ int sk_ctas_used(int64_t W, int grid) {
+  return static_cast<int>(max(int64_t{1}, min(static_cast<int64_t>(grid), W / kSkMinSteps)));
+}
+__device__ __forceinline__ Walk make_walk(const SplitSlice& sl, int total, int KT, bool sk) {
+  Walk w{};
+  w.sk = sk;
+  w.KT = KT;
+  if (!sk) {
+    w.first = sl.cid;
+    w.stride = sl.nclu;
+    w.k_begin = sl.k_begin;
+    w.k_end = sl.k_end;
+    w.count = sl.cid < total ? (total - sl.cid + sl.nclu - 1) / sl.nclu : 0;
+    return w;
+  }
+  const int64_t W = static_cast<int64_t>(total) * KT;
+  const int P = sk_ctas_used(W, gridDim.x), c = blockIdx.x;
+  if (c >= P || W == 0) return w;  // count 0
+  w.s0 = sk_bound(c, W, P);
+  w.s1 = sk_bound(c + 1, W, P);
+  if (w.s1 <= w.s0) return w;
+  w.first = static_cast<int>(w.s0 / KT);
+  const int last = static_cast<int>((w.s1 - 1) / KT);
+  w.count = last - w.first + 1;
+  w.rotate = w.count > 1 && w.s1 - static_cast<int64_t>(last) * KT < KT;
+  return w;
+}
+// The lowest CTA whose stream-K range holds step x: max c with c W / P <= x.
+__device__ __forceinline__ int sk_cta_of(int64_t x, int64_t W, int P) {
+  return static_cast<int>(((x + 1) * P - 1) / W);
+}
+__device__ __forceinline__ int ld_acquire_gpu(const int32_t* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_gpu(int32_t* p, int v) {
+  asm volatile("st.release.gpu.global.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ void cluster_sync_all() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
@@ -195,6 +273,48 @@ __device__ __forceinline__ void st_cluster_v4(uint32_t local_addr, uint32_t rank
 // Immediate operands: ptx::named_barrier passes id and count in registers (different SASS).
 __device__ __forceinline__ void cta_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
+}
+
+// Stream-K: a CTA's partial of a tile it does not finish (its 8 accumulators per thread, the
+// same fragment layout in every CTA), then its flag. The flag's release orders every thread's
+// stores before it (they precede it through the CTA barrier).
+__device__ __forceinline__ void sk_publish(const KernelArgs& p, const float (&d)[8], int c) {
+  const int tid = threadIdx.x;
+  float4* dst = reinterpret_cast<float4*>(p.sk_partials) +
+                (static_cast<int64_t>(c) * kThreads + tid) * 2;
+  __stcg(dst, make_float4(d[0], d[1], d[2], d[3]));
+  __stcg(dst + 1, make_float4(d[4], d[5], d[6], d[7]));
+  cta_sync();
+  if (tid == 0) {
+    __threadfence();
+    st_release_gpu(p.sk_flags + c, 1);
+  }
+}
+// The owner of a tile whose first steps other CTAs ran: CTAs c0 .. c - 1, all with lower
+// indices. d becomes ((d + p_(c-1)) + p_(c-2)) + ... + p_c0 (a fixed order: bit-identical from
+// run to run), and the flags are zero again for the next launch. Waiting is bounded: a lost flag
+// traps (an error, not a hang or a wrong tile).
+__device__ __forceinline__ void sk_gather(const KernelArgs& p, float (&d)[8], int c0, int c) {
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    for (int q = c0; q < c; ++q) {
+      uint32_t spins = 0;
+      while (ld_acquire_gpu(p.sk_flags + q) == 0) {
+        __nanosleep(64);
+        if (++spins == (1u << 26)) __trap();  // several seconds: the writing CTA never ran
+      }
+    }
+  }
+  cta_sync();
+  for (int q = c - 1; q >= c0; --q) {
+    const float4* src = reinterpret_cast<const float4*>(p.sk_partials) +
+                        (static_cast<int64_t>(q) * kThreads + tid) * 2;
+    const float4 x0 = __ldcg(src), x1 = __ldcg(src + 1);
+    d[0] += x0.x; d[1] += x0.y; d[2] += x0.z; d[3] += x0.w;
+    d[4] += x1.x; d[5] += x1.y; d[6] += x1.z; d[7] += x1.w;
+  }
+  cta_sync();  // every thread has read every partial
+  if (tid < c - c0) p.sk_flags[c0 + tid] = 0;
 }
 
 // Weight fragments: read once, so L1 is bypassed and L2 told to evict them first (the activations
@@ -348,7 +468,7 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
 
 
 template <int S, bool kGemm1>
-__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
+__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, S == 1 ? 5 : 1)
     decode_gemm_kernel(const KernelArgs p) {
   using L = Smem<S>;
   constexpr int D = kDepth;
@@ -364,8 +484,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
   const int KT = p.K / kStepK, m_tiles = p.M / kTileM;
   const SplitSlice sl = split_slice<S>(KT);
   const uint32_t rank = sl.rank;
-  const int cid = sl.cid, nclu = sl.nclu, k_begin = sl.k_begin, k_end = sl.k_end;
-  const int nk = k_end - k_begin, nchunks = (nk + D - 1) / D;
+  const bool sk = S == 1 && p.sk_flags != nullptr;
 
   if constexpr (S > 1) {
     if (tid == 0) {
@@ -378,9 +497,17 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
   build_tile_prefix<kBN, kThreads>(p, m_tiles, sPrefix, sWarp);  // + __syncthreads
   if constexpr (S > 1) cluster_sync_all();  // peers' barriers exist before any remote arrive
   const int total = sPrefix[p.num_experts];
+  // The walk lives in shared memory and is read at segment boundaries only (in registers it
+  // took the register kernel from 96 to 127 registers, 5 to 4 CTAs per SM).
+  __shared__ Walk sWalk;
+  if (tid == 0) sWalk = make_walk(sl, total, KT, sk);
+  cta_sync();
+  const Walk& walk = sWalk;
   const int64_t mk = static_cast<int64_t>(p.M) * p.K;
   const uint64_t policy = evict_first_policy();
-  // This thread's fragment and scale word of step 0 of its rank's K slice, for tile ti.
+  // The current segment's K steps: [k_begin, k_begin + nk), in nchunks chunks of D steps.
+  int k_begin = 0, nk = 0, nchunks = 0;
+  // This thread's fragment and scale word of the segment's first step, for tile ti.
   auto frag_ptr = [&](const TileInfo& ti) {
     return p.w_packed + ti.e * (mk / 2) +
            (static_cast<int64_t>(ti.mt) * KT + k_begin) * kWBytes + tid * kFragBytes;
@@ -389,7 +516,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     return p.w_scales + ti.e * (mk / 32) +
            (static_cast<int64_t>(ti.mt) * KT + k_begin) * kSBytes + (8 * warp + g) * kFragScaleBytes;
   };
-  // Chunk c (steps c D .. c D + D - 1 of the slice) of the tile's token rows into buffer `buf`.
+  // Chunk c (steps c D .. c D + D - 1 of the segment) of the tile's token rows into buffer `buf`.
   auto load_chunk = [&](const TileInfo& ti, int c, int buf) {
     const int valid = min(D, nk - c * D) * 8;  // pieces per row
     for (int idx = tid; idx < ti.nrows * kPieces; idx += kThreads) {
@@ -403,8 +530,13 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
   };
   uint4 qa[D];  // step s's fragment lives in qa[s % D]
   uint32_t sa[D];
-  // The first D steps of tile ti's weights and its first two chunks (two cp.async groups).
-  auto start_tile = [&](const TileInfo& ti) {
+  // Segment sg becomes the current one: its tile, its K steps, its first D steps of weights and
+  // its first two chunks (two cp.async groups).
+  auto start_segment = [&](const Segment& sg) {
+    const TileInfo ti = tile_info(p, sPrefix, sg.tile);
+    k_begin = sg.k_lo;
+    nk = sg.k_hi - sg.k_lo;
+    nchunks = (nk + D - 1) / D;
     const uint8_t* wq = frag_ptr(ti);
     const uint8_t* ws = scale_ptr(ti);
 #pragma unroll
@@ -418,25 +550,26 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     ptx::cp_async_commit();
     if (nchunks > 1) load_chunk(ti, 1, 1);
     ptx::cp_async_commit();
+    return ti;
   };
 
   // ldmatrix.x4 row addresses of the wide and narrow steps (step_lm_offset).
   const uint32_t lm_wide = step_lm_offset<false>(lane, kPitch);
   const uint32_t lm_narrow = step_lm_offset<true>(lane, kPitch);
   int n_red = 0;
-  int tile = cid;
+  Segment seg{};
   TileInfo ti{};
-  if (tile < total) {
-    ti = tile_info(p, sPrefix, tile);
-    start_tile(ti);
+  if (walk.count > 0) {
+    seg = walk.at(0);
+    ti = start_segment(seg);
   }
-  for (; tile < total; tile += nclu) {
+  for (int i = 0; i < walk.count; ++i) {
     const uint8_t* wq = frag_ptr(ti);
     const uint8_t* ws = scale_ptr(ti);
     float d[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) d[i] = 0.0f;
-    // One chunk of D steps; kTail: the last chunks, where steps may run past the slice or
+    for (int r = 0; r < 8; ++r) d[r] = 0.0f;
+    // One chunk of D steps; kTail: the last chunks, where steps may run past the segment or
     // have no step D ahead to fetch (the others skip those checks); kNarrow: <= 8 token rows.
     auto chunk = [&](int c, auto tail_tag, auto narrow_tag) {
       constexpr bool kTail = decltype(tail_tag)::value;
@@ -471,9 +604,19 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     };
     if (ti.nrows <= kBN / 2) chunks(std::true_type()); else chunks(std::false_type());
     const TileInfo cur = ti;
-    if (tile + nclu < total) {  // the next tile's loads fly during this tile's epilogue
-      ti = tile_info(p, sPrefix, tile + nclu);
-      start_tile(ti);
+    const Segment cur_seg = seg;
+    if (i + 1 < walk.count) {  // the next segment's loads fly during this one's epilogue
+      seg = walk.at(i + 1);
+      ti = start_segment(seg);
+    }
+    if (sk && cur_seg.k_hi < KT) {  // a later CTA finishes this tile
+      sk_publish(p, d, blockIdx.x);
+      continue;
+    }
+    if (sk && cur_seg.k_lo > 0) {  // earlier CTAs ran the tile's first steps
+      const int64_t W = static_cast<int64_t>(total) * KT;
+      const int P = sk_ctas_used(W, gridDim.x);
+      sk_gather(p, d, sk_cta_of(static_cast<int64_t>(cur_seg.tile) * KT, W, P), blockIdx.x);
     }
     finish_tile<S, kGemm1, L>(p, cur, d, smem, sbase, rank, n_red);
   }
