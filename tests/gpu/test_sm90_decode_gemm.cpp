@@ -221,8 +221,14 @@ INSTANTIATE_TEST_SUITE_P(AllSplits, Sm90DecodeSplitK,
 // zero after every launch (sm90_gemm_check.h).
 class Sm90DecodeStreamK : public ::testing::Test {
  protected:
-  void SetUp() override { decode_set_mainloop(kDecodeRegStream); }
-  void TearDown() override { decode_set_mainloop(0); }
+  void SetUp() override {
+    decode_set_mainloop(kDecodeRegStream);
+    decode_force_stream_k(true);  // these problems are far below a device of tiles
+  }
+  void TearDown() override {
+    decode_set_mainloop(0);
+    decode_force_stream_k(false);
+  }
 };
 TEST_F(Sm90DecodeStreamK, AwkwardRowsEveryStepCount) {
   REQUIRE_SM90();
@@ -519,6 +525,7 @@ void bench(const char* layout, int E, int I, int topk, int T) {
       {"bulk-s1", kGemmDecode, 1, kB, false}, {"bulk-s4", kGemmDecode, 4, kB, false}};
   for (const Variant& v : variants) {
     decode_set_mainloop(v.mainloop);
+    decode_force_stream_k(v.sk && v.mainloop == kR);  // reg-sk: stream-K at every T
     Gemm1Params q1 = p1;
     Gemm2Params q2 = p2;
     q1.g.kernel = q2.g.kernel = v.kernel;
@@ -547,6 +554,7 @@ void bench(const char* layout, int E, int I, int topk, int T) {
            floor_us, (t1 + t2) / floor_us);
   }
   decode_set_mainloop(0);
+  decode_force_stream_k(false);
 }
 
 TEST(Sm90DecodeBench, DISABLED_KimiShapes) {

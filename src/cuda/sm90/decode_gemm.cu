@@ -30,6 +30,7 @@ int mainloop_from_env() {
   return valid_mainloop(env != nullptr ? std::atoi(env) : 0);
 }
 std::atomic<int> g_mainloop{mainloop_from_env()};
+std::atomic<bool> g_force_sk{false};
 // MXMOE_DECODE_SK=0 turns stream-K off (whole tiles per CTA even with the scratch), so an
 // end-to-end `mxmoe bench` run can time both schedules in one device session.
 bool stream_k_allowed() {
@@ -153,22 +154,29 @@ cudaError_t launch_decode(const KernelArgs& a, int split_k, int rows, int num_sm
   if (occ.err != cudaSuccess) return occ.err;
   int slots[4];
   for (int i = 0; i < 4; ++i) slots[i] = num_sms * occ.per_sm[i];
-  if (a.sk_flags != nullptr) {
-    // Stream-K: one CTA per slot (all resident at once: an owner waits on lower CTAs), each
-    // with an equal share of the K steps; the kernel leaves CTAs idle below kSkMinSteps each.
-    const int grid = std::max(1, std::min(slots[0], sk_ctas));
-    return pdl::launch_pdl(kernel_of<1, kGemm1, kBulk>(), dim3(grid), dim3(threads_of<kBulk>()),
-                           smem_of<1, kBulk>(), stream, a);
-  }
   const int m_tiles = a.M / kTileM, KT = a.K / kStepK;
-  const int S = split_k != 0 ? split_k
-                             : decode_split_k(m_tiles, KT, rows, a.num_experts, slots);
   // Tiles expected from the rows hint (at most one partial token tile per expert); the hint,
   // not max_rows (a worst-case bound: every pick local), so T=1 under EP launches ~the 96 x S
   // CTAs that have work rather than a full device of idle ones.
   const int hint = std::max(1, std::min(rows, a.max_rows));
   const int64_t tile_bound = static_cast<int64_t>(m_tiles) *
                              (std::min(a.num_experts, hint) + hint / decode::kBN);
+  if (a.sk_flags != nullptr) {
+    if (split_k == 0 && (tile_bound >= slots[0] || g_force_sk.load(std::memory_order_relaxed))) {
+      // Stream-K where the tiles fill the device (fewer tiles take the cluster split below):
+      // one CTA per slot (all resident at once: an owner waits on lower CTAs), each with an
+      // equal share of the K steps; the kernel leaves CTAs idle below kSkMinSteps each.
+      const int grid = std::max(1, std::min(slots[0], sk_ctas));
+      return pdl::launch_pdl(kernel_of<1, kGemm1, kBulk>(), dim3(grid),
+                             dim3(threads_of<kBulk>()), smem_of<1, kBulk>(), stream, a);
+    }
+    KernelArgs whole = a;
+    whole.sk_flags = nullptr;
+    whole.sk_partials = nullptr;
+    return launch_decode<kGemm1, kBulk>(whole, split_k, rows, num_sms, 0, stream);
+  }
+  const int S = split_k != 0 ? split_k
+                             : decode_split_k(m_tiles, KT, rows, a.num_experts, slots);
   switch (S) {
     case 1: return launch_split<1, kGemm1, kBulk>(a, tile_bound, slots[0], 0, stream);
     case 2:
@@ -185,6 +193,8 @@ cudaError_t launch_decode(const KernelArgs& a, int split_k, int rows, int num_sm
 void decode_set_mainloop(int m) {
   g_mainloop.store(valid_mainloop(m), std::memory_order_relaxed);
 }
+
+void decode_force_stream_k(bool on) { g_force_sk.store(on, std::memory_order_relaxed); }
 
 int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]) {
   const int64_t tiles =

@@ -37,8 +37,11 @@ constexpr int kDecodeBulkExpertsPerRow = 4;
 // GEMMs (KT 48-56) stay faster on the register mainloop (EP16 T=64 GEMM2 89.0 / 98.6).
 constexpr int kDecodeBulkMaxSteps = 8;
 // Stream-K (decode_gemm_kernel.cuh): the register mainloop splits the K steps evenly over its
-// CTAs when the problem carries the scratch (GroupedProblem::sk_*) and split_k is 0; the
-// environment variable MXMOE_DECODE_SK=0 turns it off (an A/B knob for timings).
+// CTAs when the problem carries the scratch (GroupedProblem::sk_*), split_k is 0 and the
+// expected tiles fill the device (fewer take the cluster split); the environment variable
+// MXMOE_DECODE_SK=0 turns it off (an A/B knob for timings). decode_force_stream_k(true) takes it
+// whatever the tile count (tests: small problems then cut tiles into many pieces).
+void decode_force_stream_k(bool on);
 // Test / timing knob: force a mainloop for later launches (0 = the rule above); the process
 // starts from MXMOE_DECODE_MAINLOOP (1 or 2) when set, for end-to-end A/B timings.
 void decode_set_mainloop(int m);
