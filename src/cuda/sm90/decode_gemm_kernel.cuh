@@ -196,38 +196,41 @@ __device__ __forceinline__ SplitSlice split_slice(int KT) {
 struct Segment {
   int tile, k_lo, k_hi;
 };
-// Whole tiles (cid, cid + nclu, ... over the CTA's K slice) or, with stream-K, the CTA's range
-// [s0, s1) of the tile-major steps, in this order: the piece a later CTA finishes (a range that
-// ends inside a tile) first, then the whole tiles, then the tile whose first steps earlier CTAs
-// ran (the range starts inside it) last. Writers go first and owners last, so an owner finds
-// its partials ready: taken in range order, an owner waited up to a whole tile for its lower
-// neighbour's piece (H200: stream-K 10% slower than whole tiles at EP16 T=64).
+// Whole tiles (cid, cid + nclu, ... over the CTA's K slice) or, with stream-K, whole tiles
+// c, c + P, ... for the F = total / P full waves and then, for the R = total - F P tiles left
+// (the tail), an equal range [c W / P', (c + 1) W / P') of their W = R x KT steps, shared by
+// P' <= P CTAs. The full waves keep the order that streams the weights fastest: CTAs running
+// together read a window of adjacent tiles (stream-K over all tiles, each CTA on its own
+// stretch of the weights, streamed at ~2.5 TB/s where whole-tile waves reach ~3.4: bench/
+// NOTES.md D round 7). Tail segments in this order: the piece a later CTA finishes (the range
+// ends inside a tile) first, the tile whose first steps lower CTAs ran last, so an owner finds
+// its partials ready.
 struct Walk {
   bool sk;
   int KT, count;
-  int first, stride, k_begin, k_end;  // whole tiles
-  int64_t s0, s1;                     // stream-K
+  int first, stride, k_begin, k_end;  // whole tiles first + i stride, i < nfull (all: !sk)
+  int nfull, base;                    // stream-K: full-wave tiles, first tail tile
+  int tfirst, ctas;                   // tail segments from tile base + tfirst; CTAs sharing it
+  int64_t W, s0, s1;                  // tail steps, this CTA's range of them
   bool writer_first, owner_last;
   __device__ __forceinline__ Segment at(int i) const {
-    if (!sk) return {first + i * stride, k_begin, k_end};
+    if (!sk || i < nfull) return {first + i * stride, k_begin, k_end};
+    i -= nfull;
+    const int tc = count - nfull;
     int j = i;  // index in range order
-    if (writer_first) j = i == 0 ? count - 1 : i - 1;
-    const int m = writer_first ? count - 1 : count;  // segments other than the writer
+    if (writer_first) j = i == 0 ? tc - 1 : i - 1;
+    const int m = writer_first ? tc - 1 : tc;  // segments other than the writer
     if (owner_last && !(writer_first && i == 0)) {
       const int r = writer_first ? i - 1 : i;  // rank among the others
       j = r == m - 1 ? 0 : r + 1;
     }
-    const int t = first + j;
-    const int64_t ts = static_cast<int64_t>(t) * KT;
-    return {t, static_cast<int>(max(s0 - ts, int64_t{0})),
+    const int64_t ts = static_cast<int64_t>(tfirst + j) * KT;
+    return {base + tfirst + j, static_cast<int>(max(s0 - ts, int64_t{0})),
             static_cast<int>(min(s1 - ts, static_cast<int64_t>(KT)))};
   }
 };
-// Steps at least this many per stream-K CTA (two chunks): fewer CTAs take the work otherwise.
+// Steps at least this many per stream-K CTA (two chunks): fewer CTAs take the tail otherwise.
 constexpr int kSkMinSteps = 2 * kDepth;
-__device__ __forceinline__ int64_t sk_bound(int c, int64_t W, int P) {
-  return static_cast<int64_t>(c) * W / P;
-}
 __device__ __forceinline__ int sk_ctas_used(int64_t W, int grid) {
   return static_cast<int>(max(int64_t{1}, min(static_cast<int64_t>(grid), W / kSkMinSteps)));
 }
@@ -235,25 +238,31 @@ __device__ __forceinline__ Walk make_walk(const SplitSlice& sl, int total, int K
   Walk w{};
   w.sk = sk;
   w.KT = KT;
+  w.first = sl.cid;
+  w.stride = sl.nclu;
+  w.k_begin = sl.k_begin;
+  w.k_end = sl.k_end;
   if (!sk) {
-    w.first = sl.cid;
-    w.stride = sl.nclu;
-    w.k_begin = sl.k_begin;
-    w.k_end = sl.k_end;
     w.count = sl.cid < total ? (total - sl.cid + sl.nclu - 1) / sl.nclu : 0;
     return w;
   }
-  const int64_t W = static_cast<int64_t>(total) * KT;
-  const int P = sk_ctas_used(W, gridDim.x), c = blockIdx.x;
-  if (c >= P || W == 0) return w;  // count 0
-  w.s0 = sk_bound(c, W, P);
-  w.s1 = sk_bound(c + 1, W, P);
+  const int P = gridDim.x, c = blockIdx.x;
+  w.nfull = total / P;
+  w.count = w.nfull;
+  w.base = w.nfull * P;
+  w.W = static_cast<int64_t>(total - w.base) * KT;
+  if (w.W == 0) return w;
+  w.ctas = sk_ctas_used(w.W, P);
+  if (c >= w.ctas) return w;
+  w.s0 = static_cast<int64_t>(c) * w.W / w.ctas;
+  w.s1 = static_cast<int64_t>(c + 1) * w.W / w.ctas;
   if (w.s1 <= w.s0) return w;
-  w.first = static_cast<int>(w.s0 / KT);
+  w.tfirst = static_cast<int>(w.s0 / KT);
   const int last = static_cast<int>((w.s1 - 1) / KT);
-  w.count = last - w.first + 1;
-  w.writer_first = w.count > 1 && w.s1 - static_cast<int64_t>(last) * KT < KT;
-  w.owner_last = w.count > 1 && w.s0 > static_cast<int64_t>(w.first) * KT;
+  const int tc = last - w.tfirst + 1;
+  w.count += tc;
+  w.writer_first = tc > 1 && w.s1 - static_cast<int64_t>(last) * KT < KT;
+  w.owner_last = tc > 1 && w.s0 > static_cast<int64_t>(w.tfirst) * KT;
   return w;
 }
 // The lowest CTA whose stream-K range holds step x: max c with c W / P <= x.
@@ -623,10 +632,9 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, S == 1 ? 5
       sk_publish(p, d, blockIdx.x);
       continue;
     }
-    if (sk && cur_seg.k_lo > 0) {  // earlier CTAs ran the tile's first steps
-      const int64_t W = static_cast<int64_t>(total) * KT;
-      const int P = sk_ctas_used(W, gridDim.x);
-      sk_gather(p, d, sk_cta_of(static_cast<int64_t>(cur_seg.tile) * KT, W, P), blockIdx.x);
+    if (sk && cur_seg.k_lo > 0) {  // lower CTAs ran the tile's first steps
+      const int64_t x = static_cast<int64_t>(cur_seg.tile - walk.base) * KT;
+      sk_gather(p, d, sk_cta_of(x, walk.W, walk.ctas), blockIdx.x);
     }
     finish_tile<S, kGemm1, L>(p, cur, d, smem, sbase, rank, n_red);
   }
