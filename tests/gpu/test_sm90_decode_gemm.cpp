@@ -83,22 +83,6 @@ TEST(Sm90DecodeGemm, RejectsBadArguments) {
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.K = 96; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.x = nullptr; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.g.max_rows = 0; }), cudaSuccess);  // nothing to do
-  // The stream-K scratch comes whole (flags, 16-byte aligned partials, a CTA count) or not at all.
-  int32_t* flags = reinterpret_cast<int32_t*>(any.p + 8192);
-  float* parts = reinterpret_cast<float*>(any.p + 16384);
-  EXPECT_EQ(bad1([&](Gemm1Params& q) { q.g.sk_flags = flags; }), cudaErrorInvalidValue);
-  EXPECT_EQ(bad1([&](Gemm1Params& q) {
-              q.g.sk_flags = flags;
-              q.g.sk_partials = parts + 1;
-              q.g.sk_ctas = 4;
-            }),
-            cudaErrorInvalidValue);
-  EXPECT_EQ(bad1([&](Gemm1Params& q) {
-              q.g.sk_flags = flags;
-              q.g.sk_partials = parts;
-              q.g.sk_ctas = 0;
-            }),
-            cudaErrorInvalidValue);
   // Bulk copies need a 16-byte aligned scale array; the tiled kernel (kGemmAuto) does not.
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.w_scales += 4; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad1([](Gemm1Params& q) {
@@ -215,73 +199,41 @@ INSTANTIATE_TEST_SUITE_P(AllSplits, Sm90DecodeSplitK,
                          ::testing::Combine(::testing::Values(0, 1, 2, 4, 8),
                                             ::testing::Values(kDecodeBulkRing, kDecodeRegStream)));
 
-// Stream-K (GroupedProblem::sk_*, register mainloop): the K steps split evenly over the CTAs,
-// so tiles are cut anywhere, some into several pieces (the small cases give ~8 steps per CTA),
-// and their owners sum the earlier CTAs' partials. Same checks as above, plus the flags back at
-// zero after every launch (sm90_gemm_check.h).
-class Sm90DecodeStreamK : public ::testing::Test {
+// Dynamic tile order (GroupedProblem::tile_counters, register mainloop without a split): tiles
+// taken from a device counter. Same checks as above (every tile is still computed by one CTA,
+// so the results equal the static order's bit for bit), plus the counters back at zero after
+// every launch, graph replays included (sm90_gemm_check.h).
+class Sm90DecodeDynamicTiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    decode_set_mainloop(kDecodeRegStream);
-    decode_force_stream_k(true);  // these problems are far below a device of tiles
-  }
-  void TearDown() override {
-    decode_set_mainloop(0);
-    decode_force_stream_k(false);
-  }
+  void SetUp() override { decode_set_mainloop(kDecodeRegStream); }
+  void TearDown() override { decode_set_mainloop(0); }
 };
-TEST_F(Sm90DecodeStreamK, AwkwardRowsEveryStepCount) {
+TEST_F(Sm90DecodeDynamicTiles, AwkwardRows) {
   REQUIRE_SM90();
-  for (int K : {512, 256, 192}) {  // 8, 4 and 3 steps per tile
+  for (int K : {512, 192}) {  // 8 and 3 steps per tile
     Gemm1Case c;
     c.rows = kAwkwardRows;
     c.K = K;
     c.kernel = kGemmDecode;
     c.tile_n = 16;
-    c.stream_k = true;
-    c.mxfp8_out = K == 256;
+    c.split_k = 1;
+    c.dynamic_tiles = true;
+    c.mxfp8_out = K == 192;
     c.per_expert_beta = K == 512;
-    c.seed = 40 + K;
     run_gemm1_case(c);
     Gemm2Case c2;
     c2.rows = kAwkwardRows;
     c2.I = K;
     c2.kernel = kGemmDecode;
     c2.tile_n = 16;
-    c2.stream_k = true;
-    c2.seed = 41 + K;
+    c2.split_k = 1;
+    c2.dynamic_tiles = true;
+    c2.graph = K == 192;
     run_gemm2_case(c2);
   }
 }
-TEST_F(Sm90DecodeStreamK, WideScalesAndGraphReplay) {
-  REQUIRE_SM90();
-  Gemm2Case c;
-  c.rows = {5, 16, 0, 33, 1};
-  c.H = 192;
-  c.I = 192;
-  c.s_lo = 100;
-  c.s_hi = 150;
-  c.kernel = kGemmDecode;
-  c.tile_n = 16;
-  c.stream_k = true;
-  c.graph = true;
-  run_gemm2_case(c);
-  Gemm1Case c1;
-  c1.rows = {0, 0, 1, 0, 2, 0};
-  c1.I = 256;
-  c1.K = 1024;
-  c1.s_lo = 100;
-  c1.s_hi = 135;
-  c1.kernel = kGemmDecode;
-  c1.tile_n = 16;
-  c1.stream_k = true;
-  c1.graph = true;
-  c1.mxfp8_out = true;
-  run_gemm1_case(c1);
-}
-TEST_F(Sm90DecodeStreamK, KimiSizes) {
-  // EP16-like: GEMM1 384 tiles x 56 steps (~2 pieces per tile on 132 SMs), GEMM2 224 x 48
-  // (3-4 pieces per tile).
+TEST_F(Sm90DecodeDynamicTiles, KimiSizesGraphReplay) {
+  // EP16-like: 384 GEMM1 tiles and 224 GEMM2 tiles over one wave of CTAs.
   REQUIRE_SM90();
   Gemm1Case c;
   c.rows = {1, 0, 5, 17};
@@ -290,7 +242,9 @@ TEST_F(Sm90DecodeStreamK, KimiSizes) {
   c.mxfp8_out = true;
   c.kernel = kGemmDecode;
   c.tile_n = 16;
-  c.stream_k = true;
+  c.split_k = 1;
+  c.dynamic_tiles = true;
+  c.graph = true;
   c.sample = 4;
   run_gemm1_case(c);
   Gemm2Case c2;
@@ -299,7 +253,8 @@ TEST_F(Sm90DecodeStreamK, KimiSizes) {
   c2.I = 3072;
   c2.kernel = kGemmDecode;
   c2.tile_n = 16;
-  c2.stream_k = true;
+  c2.split_k = 1;
+  c2.dynamic_tiles = true;
   c2.sample = 4;
   run_gemm2_case(c2);
 }
@@ -505,38 +460,29 @@ void bench(const char* layout, int E, int I, int topk, int T) {
   const double b2 = static_cast<double>(hit) * (w2q + w2s);
   const double floor_us = (b1 + b2) / kCopyGBs * 1e-3;
 
-  // Stream-K scratch for the *-sk variants (zero at the start; each launch leaves it so).
-  const int sk_ctas = decode_sk_ctas(sms);
-  Dev sk_flags(static_cast<size_t>(sk_ctas) * 4),
-      sk_partials(static_cast<size_t>(sk_ctas) * kDecodeSkPartialFloats * 4);
-  ASSERT_EQ(cudaMemset(sk_flags.p, 0, static_cast<size_t>(sk_ctas) * 4), cudaSuccess);
+  // Tile counters for the *-dyn variants (zero at the start; each launch leaves them so).
+  Dev counters(kDecodeTileCounters * 4);
+  ASSERT_EQ(cudaMemset(counters.p, 0, kDecodeTileCounters * 4), cudaSuccess);
 
   struct Variant {
     const char* name;
     int kernel, split, mainloop;
-    bool sk;
+    bool dyn;
   };
   constexpr int kB = kDecodeBulkRing, kR = kDecodeRegStream;
   const Variant variants[] = {
-      {"tiled16", kGemmTiled, 0, 0, false},  {"dec", kGemmDecode, 0, 0, false},
-      {"dec-sk", kGemmDecode, 0, 0, true},   {"reg", kGemmDecode, 0, kR, false},
-      {"reg-sk", kGemmDecode, 0, kR, true},  {"reg-s2", kGemmDecode, 2, kR, false},
-      {"reg-s4", kGemmDecode, 4, kR, false}, {"bulk", kGemmDecode, 0, kB, false},
+      {"tiled16", kGemmTiled, 0, 0, false},   {"dec", kGemmDecode, 0, 0, false},
+      {"dec-dyn", kGemmDecode, 0, 0, true},   {"reg", kGemmDecode, 0, kR, false},
+      {"reg-dyn", kGemmDecode, 1, kR, true},  {"reg-s2", kGemmDecode, 2, kR, false},
+      {"reg-s4", kGemmDecode, 4, kR, false},  {"bulk", kGemmDecode, 0, kB, false},
       {"bulk-s1", kGemmDecode, 1, kB, false}, {"bulk-s4", kGemmDecode, 4, kB, false}};
   for (const Variant& v : variants) {
     decode_set_mainloop(v.mainloop);
-    decode_force_stream_k(v.sk && v.mainloop == kR);  // reg-sk: stream-K at every T
     Gemm1Params q1 = p1;
     Gemm2Params q2 = p2;
     q1.g.kernel = q2.g.kernel = v.kernel;
     q1.g.split_k = q2.g.split_k = v.split;
-    if (v.sk) {
-      for (GroupedProblem* g : {&q1.g, &q2.g}) {
-        g->sk_flags = static_cast<int32_t*>(sk_flags.p);
-        g->sk_partials = static_cast<float*>(sk_partials.p);
-        g->sk_ctas = sk_ctas;
-      }
-    }
+    if (v.dyn) q1.g.tile_counters = q2.g.tile_counters = static_cast<int32_t*>(counters.p);
     Gemm1Params q1m = q1;
     q1m.mxfp8_out = true;
     ASSERT_EQ(launch_gemm1(q1, sms, 0), cudaSuccess) << v.name;
@@ -554,7 +500,6 @@ void bench(const char* layout, int E, int I, int topk, int T) {
            floor_us, (t1 + t2) / floor_us);
   }
   decode_set_mainloop(0);
-  decode_force_stream_k(false);
 }
 
 TEST(Sm90DecodeBench, DISABLED_KimiShapes) {

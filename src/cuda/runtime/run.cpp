@@ -46,9 +46,7 @@ struct Carve {
   float* linear_beta;  // [E]
   __nv_bfloat16* h;    // [P, I]
   float* y;            // [P, H]
-  int32_t* sk_flags;   // [sk_ctas] the decode GEMMs' stream-K scratch (grouped_gemm.h)
-  float* sk_partials;  // [sk_ctas, kDecodeSkPartialFloats]
-  int sk_ctas;
+  int32_t* tile_counters;  // [kDecodeTileCounters] the decode GEMMs' (grouped_gemm.h)
   size_t total;
 };
 
@@ -76,10 +74,7 @@ Carve carve(const PreparedWeights* w, int max_tokens, int top_k, char* base) {
   c.linear_beta = reinterpret_cast<float*>(take(E * 4));
   c.h = reinterpret_cast<__nv_bfloat16*>(take(P * I * 2));
   c.y = reinterpret_cast<float*>(take(P * H * 4));
-  c.sk_ctas = sm90::decode_sk_ctas(w->num_sms);
-  c.sk_flags = reinterpret_cast<int32_t*>(take(static_cast<size_t>(c.sk_ctas) * 4));
-  c.sk_partials = reinterpret_cast<float*>(
-      take(static_cast<size_t>(c.sk_ctas) * sm90::kDecodeSkPartialFloats * 4));
+  c.tile_counters = reinterpret_cast<int32_t*>(take(sm90::kDecodeTileCounters * 4));
   c.total = off;
   return c;
 }
@@ -215,8 +210,8 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     a.linear_beta = p.linear_beta;
     a.beta_out = c.beta;
     a.linear_beta_out = c.linear_beta;
-    a.zero_ints = c.sk_flags;
-    a.zero_count = c.sk_ctas;
+    a.zero_ints = c.tile_counters;
+    a.zero_count = sm90::kDecodeTileCounters;
     e = smxx::launch_prologue(a, shape, stream);
     if (e != cudaSuccess) return launch_failed("prologue", e);
   } else {
@@ -243,8 +238,8 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     g.x_row = c.x_row;
     g.row_weight = c.row_weight;
     g.pair_pos = c.pair_pos;
-    g.zero_ints = c.sk_flags;
-    g.zero_count = c.sk_ctas;
+    g.zero_ints = c.tile_counters;
+    g.zero_count = sm90::kDecodeTileCounters;
     const char* failed = nullptr;
     e = smxx::launch_group(g, stream, &failed);
     if (e != cudaSuccess) return launch_failed(failed ? failed : "group", e);
@@ -270,10 +265,8 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     // from that (a bound of T * k would pick 32-wide tiles at EP16 T=64 for ~1 row per expert).
     gp.rows_hint = static_cast<int>(
         std::max<int64_t>(1, (static_cast<int64_t>(T) * k * E + Et - 1) / Et));
-    // Zeroed above by the prologue or group_scan; each GEMM leaves the flags at zero.
-    gp.sk_flags = c.sk_flags;
-    gp.sk_partials = c.sk_partials;
-    gp.sk_ctas = c.sk_ctas;
+    // Zeroed above by the prologue or group_scan; each GEMM leaves them at zero.
+    gp.tile_counters = c.tile_counters;
 
     sm90::Gemm1Params g1;
     g1.w_packed = w->w13_packed;

@@ -30,12 +30,11 @@ int mainloop_from_env() {
   return valid_mainloop(env != nullptr ? std::atoi(env) : 0);
 }
 std::atomic<int> g_mainloop{mainloop_from_env()};
-std::atomic<bool> g_force_sk{false};
-// MXMOE_DECODE_SK=0 turns stream-K off (whole tiles per CTA even with the scratch), so an
-// end-to-end `mxmoe bench` run can time both schedules in one device session.
-bool stream_k_allowed() {
+// MXMOE_DECODE_DYNAMIC=0 keeps the static tile order even with tile counters, so an end-to-end
+// `mxmoe bench` run can time both orders in one device session.
+bool dynamic_tiles_allowed() {
   static const bool allowed = [] {
-    const char* env = std::getenv("MXMOE_DECODE_SK");
+    const char* env = std::getenv("MXMOE_DECODE_DYNAMIC");
     return env == nullptr || std::atoi(env) != 0;
   }();
   return allowed;
@@ -63,6 +62,7 @@ struct Occupancy {
   cudaError_t err = cudaSuccess;
   int per_sm[4] = {0, 0, 0, 0};
   int clusters[4] = {0, 0, 0, 0};  // co-resident clusters of 2^i CTAs on the device (0: unknown)
+  int per_sm_dynamic = 0;          // the register mainloop with dynamic tiles (S = 1)
 };
 
 // How many clusters of S CTAs the device runs at once (a cluster's CTAs share a GPC, so fewer
@@ -81,11 +81,9 @@ int max_active_clusters() {
   return n;
 }
 
-template <bool kGemm1, bool kBulk, int S>
-cudaError_t setup_one(int* per_sm) {
-  auto* k = kernel_of<S, kGemm1, kBulk>();
-  const int smem = static_cast<int>(smem_of<S, kBulk>());
-  constexpr int kThreadsPerCta = threads_of<kBulk>();
+// Kernel attributes (dynamic shared memory, carveout) and CTAs per SM of one instantiation.
+template <typename Kernel>
+cudaError_t setup_kernel(Kernel* k, int smem, int kThreadsPerCta, int* per_sm) {
   cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   // The largest shared-memory carveout, as the chain's other kernels get from their smem needs:
@@ -116,6 +114,17 @@ cudaError_t setup_one(int* per_sm) {
   return *per_sm >= 1 ? cudaSuccess : cudaErrorInvalidConfiguration;
 }
 
+template <bool kGemm1, bool kBulk, int S>
+cudaError_t setup_one(int* per_sm) {
+  return setup_kernel(kernel_of<S, kGemm1, kBulk>(), static_cast<int>(smem_of<S, kBulk>()),
+                      threads_of<kBulk>(), per_sm);
+}
+// The register mainloop with dynamic tiles (decode_gemm_kernel.cuh, kDynamic).
+template <bool kGemm1>
+auto* dynamic_kernel() {
+  return decode::decode_gemm_kernel<1, kGemm1, true>;
+}
+
 template <bool kGemm1, bool kBulk>
 const Occupancy& occupancy() {
   static Occupancy occ;
@@ -125,6 +134,12 @@ const Occupancy& occupancy() {
     if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, 2>(&occ.per_sm[1]);
     if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, 4>(&occ.per_sm[2]);
     if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, 8>(&occ.per_sm[3]);
+    if constexpr (!kBulk) {
+      if (e == cudaSuccess) {
+        e = setup_kernel(dynamic_kernel<kGemm1>(), static_cast<int>(smem_of<1, false>()),
+                         threads_of<false>(), &occ.per_sm_dynamic);
+      }
+    }
     if (e == cudaSuccess) {
       occ.clusters[1] = max_active_clusters<kGemm1, kBulk, 2>();
       occ.clusters[2] = max_active_clusters<kGemm1, kBulk, 4>();
@@ -148,35 +163,30 @@ cudaError_t launch_split(const KernelArgs& a, int64_t tile_bound, int slots, int
 }
 
 template <bool kGemm1, bool kBulk>
-cudaError_t launch_decode(const KernelArgs& a, int split_k, int rows, int num_sms, int sk_ctas,
+cudaError_t launch_decode(const KernelArgs& a, int split_k, int rows, int num_sms,
                           cudaStream_t stream) {
   const Occupancy& occ = occupancy<kGemm1, kBulk>();
   if (occ.err != cudaSuccess) return occ.err;
   int slots[4];
   for (int i = 0; i < 4; ++i) slots[i] = num_sms * occ.per_sm[i];
   const int m_tiles = a.M / kTileM, KT = a.K / kStepK;
+  const int S = split_k != 0 ? split_k
+                             : decode_split_k(m_tiles, KT, rows, a.num_experts, slots);
   // Tiles expected from the rows hint (at most one partial token tile per expert); the hint,
   // not max_rows (a worst-case bound: every pick local), so T=1 under EP launches ~the 96 x S
   // CTAs that have work rather than a full device of idle ones.
   const int hint = std::max(1, std::min(rows, a.max_rows));
   const int64_t tile_bound = static_cast<int64_t>(m_tiles) *
                              (std::min(a.num_experts, hint) + hint / decode::kBN);
-  if (a.sk_flags != nullptr) {
-    if (split_k == 0 && (tile_bound >= slots[0] || g_force_sk.load(std::memory_order_relaxed))) {
-      // Stream-K where the tiles fill the device (fewer tiles take the cluster split below):
-      // one CTA per slot (all resident at once: an owner waits on lower CTAs), each with an
-      // equal share of the K steps; the kernel leaves CTAs idle below kSkMinSteps each.
-      const int grid = std::max(1, std::min(slots[0], sk_ctas));
-      return pdl::launch_pdl(kernel_of<1, kGemm1, kBulk>(), dim3(grid),
-                             dim3(threads_of<kBulk>()), smem_of<1, kBulk>(), stream, a);
+  if constexpr (!kBulk) {
+    if (S == 1 && a.tile_counters != nullptr && dynamic_tiles_allowed()) {
+      // The static grid (one wave, at most the expected tiles), tiles handed out by counter.
+      const int64_t grid = std::max<int64_t>(
+          1, std::min<int64_t>(static_cast<int64_t>(num_sms) * occ.per_sm_dynamic, tile_bound));
+      return pdl::launch_pdl(dynamic_kernel<kGemm1>(), dim3(static_cast<unsigned>(grid)),
+                             dim3(threads_of<false>()), smem_of<1, false>(), stream, a);
     }
-    KernelArgs whole = a;
-    whole.sk_flags = nullptr;
-    whole.sk_partials = nullptr;
-    return launch_decode<kGemm1, kBulk>(whole, split_k, rows, num_sms, 0, stream);
   }
-  const int S = split_k != 0 ? split_k
-                             : decode_split_k(m_tiles, KT, rows, a.num_experts, slots);
   switch (S) {
     case 1: return launch_split<1, kGemm1, kBulk>(a, tile_bound, slots[0], 0, stream);
     case 2:
@@ -193,8 +203,6 @@ cudaError_t launch_decode(const KernelArgs& a, int split_k, int rows, int num_sm
 void decode_set_mainloop(int m) {
   g_mainloop.store(valid_mainloop(m), std::memory_order_relaxed);
 }
-
-void decode_force_stream_k(bool on) { g_force_sk.store(on, std::memory_order_relaxed); }
 
 int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]) {
   const int64_t tiles =
@@ -243,15 +251,10 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
                                       static_cast<int64_t>(rows) * kDecodeBulkExpertsPerRow <=
                                           a.num_experts ||
                                       a.K / kStepK <= kDecodeBulkMaxSteps;
-  // Stream-K (decode_gemm_kernel.cuh): the register mainloop, with the caller's scratch, when
-  // the split is not forced.
-  KernelArgs b = a;
-  const bool sk = !bulk && g.split_k == 0 && g.sk_flags != nullptr && g.sk_partials != nullptr &&
-                  g.sk_ctas > 0 && stream_k_allowed();
-  b.sk_flags = sk ? g.sk_flags : nullptr;
-  b.sk_partials = sk ? g.sk_partials : nullptr;
-  *err = bulk ? launch_decode<kGemm1, true>(b, g.split_k, rows, num_sms, 0, stream)
-              : launch_decode<kGemm1, false>(b, g.split_k, rows, num_sms, g.sk_ctas, stream);
+  KernelArgs with_counters = a;
+  with_counters.tile_counters = g.tile_counters;  // used by the register mainloop at S = 1
+  *err = bulk ? launch_decode<kGemm1, true>(a, g.split_k, rows, num_sms, stream)
+              : launch_decode<kGemm1, false>(with_counters, g.split_k, rows, num_sms, stream);
   return true;
 }
 

@@ -29,18 +29,12 @@
 //    d = ((d_0 + d_1) + d_2) + ... in rank order (deterministic, bit-identical run to run), frees
 //    the buffers (remote arrive on each rank's red_free) and runs the epilogue. No global
 //    workspace and no counters: nothing to zero, graph replays need no reset.
-//  - Persistent grid: cluster c walks tiles c, c + clusters, ... Or, with the stream-K scratch
-//    (S = 1 only; KernelArgs::sk_flags), CTA c takes steps [c W / P, (c + 1) W / P) of the W =
-//    tiles x KT steps in tile-major order, so every CTA streams the same number of weight bytes
-//    and the last wave of tiles does not run on a partly idle device (at EP16 T=64 the tiles
-//    are ~5.5 per CTA slot: whole tiles leave half the slots idle for the last one). A tile cut
-//    between CTAs is finished by the CTA holding its last step (the owner): the CTAs holding
-//    its earlier steps (lower indices) each write an fp32 partial to the scratch and raise a
-//    flag; the owner waits for those flags, sums partials in CTA order, then its own (fixed
-//    order: bit-identical from run to run), resets the flags and runs the epilogue. Each CTA
-//    does its partial segment first, so an owner's wait is short, and waits only on lower CTA
-//    indices, which the hardware makes resident no later than the owner (no deadlock with a
-//    grid of at most the resident CTAs).
+//  - Persistent grid: cluster c walks tiles c, c + clusters, ... Or, with tile counters (S = 1;
+//    KernelArgs::tile_counters), CTA c runs tile c first and then takes the next tile from a
+//    device counter (one atomicAdd by thread 0 while the current tile runs), so CTAs that run
+//    faster take more tiles: on the H200 the CTAs' time for the same number of tiles spreads
+//    by ~20% (bench/NOTES.md D round 7), and the static order waits for the slowest CTA of
+//    each extra tile. The last CTA out (a second counter) sets both back to zero.
 //  - Epilogues: the tiled kernel's, for BN = 16 (same situ_glu, same MX block = the tile's 32
 //    intermediates of a token, same staging and 16-byte stores), so the numerics are identical.
 // Limitations: BN = 16 only (more rows per expert take more token tiles, each re-reading the
@@ -192,92 +186,6 @@ __device__ __forceinline__ SplitSlice split_slice(int KT) {
   s.k_end = (static_cast<int>(s.rank) + 1) * KT / S;
   return s;
 }
-// The CTA's work as segments: tile `tile`, K steps [k_lo, k_hi) of it.
-struct Segment {
-  int tile, k_lo, k_hi;
-};
-// Whole tiles (cid, cid + nclu, ... over the CTA's K slice) or, with stream-K, whole tiles
-// c, c + P, ... for the F = total / P full waves and then, for the R = total - F P tiles left
-// (the tail), an equal range [c W / P', (c + 1) W / P') of their W = R x KT steps, shared by
-// P' <= P CTAs. The full waves keep the order that streams the weights fastest: CTAs running
-// together read a window of adjacent tiles (stream-K over all tiles, each CTA on its own
-// stretch of the weights, streamed at ~2.5 TB/s where whole-tile waves reach ~3.4: bench/
-// NOTES.md D round 7). Tail segments in this order: the piece a later CTA finishes (the range
-// ends inside a tile) first, the tile whose first steps lower CTAs ran last, so an owner finds
-// its partials ready.
-struct Walk {
-  bool sk;
-  int KT, count;
-  int first, stride, k_begin, k_end;  // whole tiles first + i stride, i < nfull (all: !sk)
-  int nfull, base;                    // stream-K: full-wave tiles, first tail tile
-  int tfirst, ctas;                   // tail segments from tile base + tfirst; CTAs sharing it
-  int64_t W, s0, s1;                  // tail steps, this CTA's range of them
-  bool writer_first, owner_last;
-  __device__ __forceinline__ Segment at(int i) const {
-    if (!sk || i < nfull) return {first + i * stride, k_begin, k_end};
-    i -= nfull;
-    const int tc = count - nfull;
-    int j = i;  // index in range order
-    if (writer_first) j = i == 0 ? tc - 1 : i - 1;
-    const int m = writer_first ? tc - 1 : tc;  // segments other than the writer
-    if (owner_last && !(writer_first && i == 0)) {
-      const int r = writer_first ? i - 1 : i;  // rank among the others
-      j = r == m - 1 ? 0 : r + 1;
-    }
-    const int64_t ts = static_cast<int64_t>(tfirst + j) * KT;
-    return {base + tfirst + j, static_cast<int>(max(s0 - ts, int64_t{0})),
-            static_cast<int>(min(s1 - ts, static_cast<int64_t>(KT)))};
-  }
-};
-// Steps at least this many per stream-K CTA (two chunks): fewer CTAs take the tail otherwise.
-constexpr int kSkMinSteps = 2 * kDepth;
-__device__ __forceinline__ int sk_ctas_used(int64_t W, int grid) {
-  return static_cast<int>(max(int64_t{1}, min(static_cast<int64_t>(grid), W / kSkMinSteps)));
-}
-__device__ __forceinline__ Walk make_walk(const SplitSlice& sl, int total, int KT, bool sk) {
-  Walk w{};
-  w.sk = sk;
-  w.KT = KT;
-  w.first = sl.cid;
-  w.stride = sl.nclu;
-  w.k_begin = sl.k_begin;
-  w.k_end = sl.k_end;
-  if (!sk) {
-    w.count = sl.cid < total ? (total - sl.cid + sl.nclu - 1) / sl.nclu : 0;
-    return w;
-  }
-  const int P = gridDim.x, c = blockIdx.x;
-  w.nfull = total / P;
-  w.count = w.nfull;
-  w.base = w.nfull * P;
-  w.W = static_cast<int64_t>(total - w.base) * KT;
-  if (w.W == 0) return w;
-  w.ctas = sk_ctas_used(w.W, P);
-  if (c >= w.ctas) return w;
-  w.s0 = static_cast<int64_t>(c) * w.W / w.ctas;
-  w.s1 = static_cast<int64_t>(c + 1) * w.W / w.ctas;
-  if (w.s1 <= w.s0) return w;
-  w.tfirst = static_cast<int>(w.s0 / KT);
-  const int last = static_cast<int>((w.s1 - 1) / KT);
-  const int tc = last - w.tfirst + 1;
-  w.count += tc;
-  w.writer_first = tc > 1 && w.s1 - static_cast<int64_t>(last) * KT < KT;
-  w.owner_last = tc > 1 && w.s0 > static_cast<int64_t>(w.tfirst) * KT;
-  return w;
-}
-// The lowest CTA whose stream-K range holds step x: max c with c W / P <= x.
-__device__ __forceinline__ int sk_cta_of(int64_t x, int64_t W, int P) {
-  return static_cast<int>(((x + 1) * P - 1) / W);
-}
-__device__ __forceinline__ int ld_acquire_gpu(const int32_t* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release_gpu(int32_t* p, int v) {
-  asm volatile("st.release.gpu.global.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
 __device__ __forceinline__ void cluster_sync_all() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
@@ -292,48 +200,6 @@ __device__ __forceinline__ void st_cluster_v4(uint32_t local_addr, uint32_t rank
 // Immediate operands: ptx::named_barrier passes id and count in registers (different SASS).
 __device__ __forceinline__ void cta_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
-}
-
-// Stream-K: a CTA's partial of a tile it does not finish (its 8 accumulators per thread, the
-// same fragment layout in every CTA), then its flag. The flag's release orders every thread's
-// stores before it (they precede it through the CTA barrier).
-__device__ __forceinline__ void sk_publish(const KernelArgs& p, const float (&d)[8], int c) {
-  const int tid = threadIdx.x;
-  float4* dst = reinterpret_cast<float4*>(p.sk_partials) +
-                (static_cast<int64_t>(c) * kThreads + tid) * 2;
-  __stcg(dst, make_float4(d[0], d[1], d[2], d[3]));
-  __stcg(dst + 1, make_float4(d[4], d[5], d[6], d[7]));
-  cta_sync();
-  if (tid == 0) {
-    __threadfence();
-    st_release_gpu(p.sk_flags + c, 1);
-  }
-}
-// The owner of a tile whose first steps other CTAs ran: CTAs c0 .. c - 1, all with lower
-// indices. d becomes ((d + p_(c-1)) + p_(c-2)) + ... + p_c0 (a fixed order: bit-identical from
-// run to run), and the flags are zero again for the next launch. Waiting is bounded: a lost flag
-// traps (an error, not a hang or a wrong tile).
-__device__ __forceinline__ void sk_gather(const KernelArgs& p, float (&d)[8], int c0, int c) {
-  const int tid = threadIdx.x;
-  if (tid == 0) {
-    for (int q = c0; q < c; ++q) {
-      uint32_t spins = 0;
-      while (ld_acquire_gpu(p.sk_flags + q) == 0) {
-        __nanosleep(64);
-        if (++spins == (1u << 26)) __trap();  // several seconds: the writing CTA never ran
-      }
-    }
-  }
-  cta_sync();
-  for (int q = c - 1; q >= c0; --q) {
-    const float4* src = reinterpret_cast<const float4*>(p.sk_partials) +
-                        (static_cast<int64_t>(q) * kThreads + tid) * 2;
-    const float4 x0 = __ldcg(src), x1 = __ldcg(src + 1);
-    d[0] += x0.x; d[1] += x0.y; d[2] += x0.z; d[3] += x0.w;
-    d[4] += x1.x; d[5] += x1.y; d[6] += x1.z; d[7] += x1.w;
-  }
-  cta_sync();  // every thread has read every partial
-  if (tid < c - c0) p.sk_flags[c0 + tid] = 0;
 }
 
 // Weight fragments: read once, so L1 is bypassed and L2 told to evict them first (the activations
@@ -486,9 +352,12 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
 }
 
 
-template <int S, bool kGemm1>
-__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, S == 1 ? 5 : 1)
+// kDynamic (S = 1 only): tiles from p.tile_counters (above); a separate instantiation, so the
+// static kernel's code and registers stay what they were measured at.
+template <int S, bool kGemm1, bool kDynamic = false>
+__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kDynamic ? 5 : 0)
     decode_gemm_kernel(const KernelArgs p) {
+  static_assert(!kDynamic || S == 1, "dynamic tiles replace the cluster split");
   using L = Smem<S>;
   constexpr int D = kDepth;
   constexpr int kPieces = D * 8;  // 16-byte pieces per token row per chunk
@@ -503,7 +372,8 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, S == 1 ? 5
   const int KT = p.K / kStepK, m_tiles = p.M / kTileM;
   const SplitSlice sl = split_slice<S>(KT);
   const uint32_t rank = sl.rank;
-  const bool sk = S == 1 && p.sk_flags != nullptr;
+  const int cid = sl.cid, nclu = sl.nclu, k_begin = sl.k_begin, k_end = sl.k_end;
+  const int nk = k_end - k_begin, nchunks = (nk + D - 1) / D;
 
   if constexpr (S > 1) {
     if (tid == 0) {
@@ -516,17 +386,9 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, S == 1 ? 5
   build_tile_prefix<kBN, kThreads>(p, m_tiles, sPrefix, sWarp);  // + __syncthreads
   if constexpr (S > 1) cluster_sync_all();  // peers' barriers exist before any remote arrive
   const int total = sPrefix[p.num_experts];
-  // The walk lives in shared memory and is read at segment boundaries only (in registers it
-  // took the register kernel from 96 to 127 registers, 5 to 4 CTAs per SM).
-  __shared__ Walk sWalk;
-  if (tid == 0) sWalk = make_walk(sl, total, KT, sk);
-  cta_sync();
-  const Walk& walk = sWalk;
   const int64_t mk = static_cast<int64_t>(p.M) * p.K;
   const uint64_t policy = evict_first_policy();
-  // The current segment's K steps: [k_begin, k_begin + nk), in nchunks chunks of D steps.
-  int k_begin = 0, nk = 0, nchunks = 0;
-  // This thread's fragment and scale word of the segment's first step, for tile ti.
+  // This thread's fragment and scale word of step 0 of its rank's K slice, for tile ti.
   auto frag_ptr = [&](const TileInfo& ti) {
     return p.w_packed + ti.e * (mk / 2) +
            (static_cast<int64_t>(ti.mt) * KT + k_begin) * kWBytes + tid * kFragBytes;
@@ -535,7 +397,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, S == 1 ? 5
     return p.w_scales + ti.e * (mk / 32) +
            (static_cast<int64_t>(ti.mt) * KT + k_begin) * kSBytes + (8 * warp + g) * kFragScaleBytes;
   };
-  // Chunk c (steps c D .. c D + D - 1 of the segment) of the tile's token rows into buffer `buf`.
+  // Chunk c (steps c D .. c D + D - 1 of the slice) of the tile's token rows into buffer `buf`.
   auto load_chunk = [&](const TileInfo& ti, int c, int buf) {
     const int valid = min(D, nk - c * D) * 8;  // pieces per row
     for (int idx = tid; idx < ti.nrows * kPieces; idx += kThreads) {
@@ -549,13 +411,8 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, S == 1 ? 5
   };
   uint4 qa[D];  // step s's fragment lives in qa[s % D]
   uint32_t sa[D];
-  // Segment sg becomes the current one: its tile, its K steps, its first D steps of weights and
-  // its first two chunks (two cp.async groups).
-  auto start_segment = [&](const Segment& sg) {
-    const TileInfo ti = tile_info(p, sPrefix, sg.tile);
-    k_begin = sg.k_lo;
-    nk = sg.k_hi - sg.k_lo;
-    nchunks = (nk + D - 1) / D;
+  // The first D steps of tile ti's weights and its first two chunks (two cp.async groups).
+  auto start_tile = [&](const TileInfo& ti) {
     const uint8_t* wq = frag_ptr(ti);
     const uint8_t* ws = scale_ptr(ti);
 #pragma unroll
@@ -569,26 +426,32 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, S == 1 ? 5
     ptx::cp_async_commit();
     if (nchunks > 1) load_chunk(ti, 1, 1);
     ptx::cp_async_commit();
-    return ti;
   };
 
   // ldmatrix.x4 row addresses of the wide and narrow steps (step_lm_offset).
   const uint32_t lm_wide = step_lm_offset<false>(lane, kPitch);
   const uint32_t lm_narrow = step_lm_offset<true>(lane, kPitch);
   int n_red = 0;
-  Segment seg{};
+  int tile = cid;
   TileInfo ti{};
-  if (walk.count > 0) {
-    seg = walk.at(0);
-    ti = start_segment(seg);
+  if (tile < total) {
+    ti = tile_info(p, sPrefix, tile);
+    start_tile(ti);
   }
-  for (int i = 0; i < walk.count; ++i) {
+  // Dynamic order: thread 0 takes the CTA's next tile at the start of each tile; the mainloop's
+  // barriers publish it to the CTA before it is read after the mainloop.
+  __shared__ int sNext;
+  int next_dynamic = 0;
+  for (; tile < total; tile = kDynamic ? next_dynamic : tile + nclu) {
+    if constexpr (kDynamic) {
+      if (tid == 0) sNext = atomicAdd(p.tile_counters, 1) + nclu;
+    }
     const uint8_t* wq = frag_ptr(ti);
     const uint8_t* ws = scale_ptr(ti);
     float d[8];
 #pragma unroll
-    for (int r = 0; r < 8; ++r) d[r] = 0.0f;
-    // One chunk of D steps; kTail: the last chunks, where steps may run past the segment or
+    for (int i = 0; i < 8; ++i) d[i] = 0.0f;
+    // One chunk of D steps; kTail: the last chunks, where steps may run past the slice or
     // have no step D ahead to fetch (the others skip those checks); kNarrow: <= 8 token rows.
     auto chunk = [&](int c, auto tail_tag, auto narrow_tag) {
       constexpr bool kTail = decltype(tail_tag)::value;
@@ -623,20 +486,21 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, S == 1 ? 5
     };
     if (ti.nrows <= kBN / 2) chunks(std::true_type()); else chunks(std::false_type());
     const TileInfo cur = ti;
-    const Segment cur_seg = seg;
-    if (i + 1 < walk.count) {  // the next segment's loads fly during this one's epilogue
-      seg = walk.at(i + 1);
-      ti = start_segment(seg);
-    }
-    if (sk && cur_seg.k_hi < KT) {  // a later CTA finishes this tile
-      sk_publish(p, d, blockIdx.x);
-      continue;
-    }
-    if (sk && cur_seg.k_lo > 0) {  // lower CTAs ran the tile's first steps
-      const int64_t x = static_cast<int64_t>(cur_seg.tile - walk.base) * KT;
-      sk_gather(p, d, sk_cta_of(x, walk.W, walk.ctas), blockIdx.x);
+    if constexpr (kDynamic) next_dynamic = sNext;  // read before finish_tile's last barrier
+    const int next = kDynamic ? next_dynamic : tile + nclu;
+    if (next < total) {  // the next tile's loads fly during this tile's epilogue
+      ti = tile_info(p, sPrefix, next);
+      start_tile(ti);
     }
     finish_tile<S, kGemm1, L>(p, cur, d, smem, sbase, rank, n_red);
+  }
+  if (kDynamic && tid == 0) {
+    // Every CTA's last atomicAdd on the tile counter precedes its arrival here, so the last to
+    // arrive may reset both for the next launch.
+    if (atomicAdd(p.tile_counters + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+      atomicExch(p.tile_counters, 0);
+      atomicExch(p.tile_counters + 1, 0);
+    }
   }
   if constexpr (S > 1) {
     // Rank 0 arrives on our red_free after its last read of our partial: stay alive until then.

@@ -114,13 +114,9 @@ cudaError_t dispatch(const KernelArgs& a, const GroupedProblem& g, int num_sms,
 }
 
 bool problem_ok(const GroupedProblem& g, int num_sms) {
-  // The stream-K scratch comes whole or not at all; its partials are read as float4.
-  const bool sk_none = g.sk_flags == nullptr && g.sk_partials == nullptr;
-  const bool sk_whole = g.sk_flags != nullptr && g.sk_partials != nullptr && g.sk_ctas > 0 &&
-                        aligned16(g.sk_partials);
   return g.num_experts >= 0 && g.num_experts <= kMaxExperts && g.max_rows >= 0 &&
          (g.num_experts == 0 || g.expert_offsets != nullptr) && num_sms > 0 &&
-         (g.tile_n == 0 || valid_tile_n(g.tile_n)) && (sk_none || sk_whole);
+         (g.tile_n == 0 || valid_tile_n(g.tile_n));
 }
 
 }  // namespace

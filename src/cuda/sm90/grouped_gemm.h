@@ -34,12 +34,9 @@ void unprepack_mxfp4(const uint8_t* prepacked, const uint8_t* prescales, int row
 // Real checkpoints' weight scales sit far below 2^1. Host only.
 bool mxfp4_scales_small(const uint8_t* scales, size_t bytes);
 
-// Stream-K scratch of the decode kernel (GroupedProblem::sk_*): per CTA one flag and one fp32
-// partial tile of 64 weight rows x 16 tokens, for up to kDecodeSkCtasPerSm CTAs per SM (the
-// launcher never starts more).
-constexpr int kDecodeSkCtasPerSm = 8;
-constexpr int kDecodeSkPartialFloats = 64 * 16;
-inline int decode_sk_ctas(int num_sms) { return num_sms * kDecodeSkCtasPerSm; }
+// The decode kernel's tile counters (GroupedProblem::tile_counters): the next tile and the CTAs
+// done.
+constexpr int kDecodeTileCounters = 2;
 
 struct GroupedProblem {
   int num_experts = 0;                      // local experts
@@ -52,13 +49,12 @@ struct GroupedProblem {
   // used only to choose the kernel, the tile width and the split, never to size or bound
   // anything, so a wrong guess costs speed, not correctness. 0 = max_rows.
   int rows_hint = 0;
-  // Stream-K scratch of the decode kernel (kDecodeSk* above): with it, the
-  // register-streamed decode kernel splits the problem's K steps evenly over its CTAs instead of
-  // handing out whole tiles, so no wave of tiles runs on a partly idle device. Null: whole tiles.
-  // sk_flags must be zero when the launch starts and are zero again when it ends.
-  int32_t* sk_flags = nullptr;   // [sk_ctas]
-  float* sk_partials = nullptr;  // [sk_ctas * kDecodeSkPartialFloats]
-  int sk_ctas = 0;               // CTAs the scratch holds (decode_sk_ctas(num_sms))
+  // Device ints [kDecodeTileCounters], zero when a launch starts and zero again when it ends
+  // (the kernel resets them): with them the decode kernel hands out tiles dynamically, each CTA
+  // taking the next one when it is done with its own, instead of tiles c, c + grid, ...; null:
+  // the static order. Each tile is still computed whole by one CTA, so results do not depend on
+  // which CTA took it.
+  int32_t* tile_counters = nullptr;
 };
 // The row count the heuristics see: the hint, capped by the bound.
 inline int choice_rows(const GroupedProblem& g) {

@@ -68,9 +68,8 @@ struct KernelArgs {
   int num_experts;
   int max_rows;
   int small_scales;  // every weight scale <= 2^1 (Gemm1Params::small_scales)
-  // decode kernel, stream-K (GroupedProblem::sk_*): null unless the launcher chose it
-  int32_t* sk_flags;
-  float* sk_partials;
+  // decode kernel: dynamic tile order (GroupedProblem::tile_counters), null for the static one
+  int32_t* tile_counters;
 };
 
 inline size_t kernel_smem_bytes(int bn, int num_experts) {

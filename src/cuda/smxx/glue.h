@@ -60,8 +60,8 @@ struct GroupArgs {
   int32_t* x_row = nullptr;           // [T*k] token of sorted row p (rows < offsets[E] valid)
   float* row_weight = nullptr;        // [T*k]
   int32_t* pair_pos = nullptr;        // [T*k] sorted row of pair t*k+j, or -1
-  // Set to zero by group_scan (the GEMMs' stream-K flags, which must start every call at zero
-  // whatever the caller's workspace held before); may be null.
+  // Set to zero by group_scan (the decode GEMMs' tile counters, which must start every call at
+  // zero whatever the caller's workspace held before); may be null.
   int32_t* zero_ints = nullptr;
   int zero_count = 0;
 };
