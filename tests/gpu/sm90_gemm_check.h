@@ -19,7 +19,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -169,24 +168,6 @@ struct CapturedLaunch {
   }
 };
 
-// The decode kernel's tile counters (GroupedProblem::tile_counters), zeroed once; every launch
-// must leave them at zero again (checked after each run).
-struct TileCounters {
-  std::unique_ptr<DevBuf<int32_t>> ints;
-  void attach(GroupedProblem* g) {
-    ints = std::make_unique<DevBuf<int32_t>>(kDecodeTileCounters);
-    CUDA_OK(cudaMemset(ints->p, 0, ints->n * 4));
-    g->tile_counters = ints->p;
-  }
-  void expect_clear(const char* what) const {
-    if (!ints) return;
-    std::vector<int32_t> v;
-    CUDA_OK(ints->down(&v));
-    EXPECT_EQ(std::count(v.begin(), v.end(), 0), static_cast<long>(v.size()))
-        << what << ": tile counters left set after the launch";
-  }
-};
-
 // Accumulates the comparison of one output element and reports the first mismatches.
 struct Compare {
   std::string name;
@@ -249,7 +230,6 @@ struct Gemm1Case {
   int kernel = kGemmAuto;  // GroupedProblem::kernel
   int split_k = 0;         // GroupedProblem::split_k
   bool graph = false;      // runs 2..4 replay one captured CUDA graph
-  bool dynamic_tiles = false;  // the decode kernel's tile counters attached (dynamic order)
   int sample = 0;         // checked pairs per expert (0 = all)
   int s_lo = 120, s_hi = 130;
   uint64_t seed = 1;
@@ -313,8 +293,6 @@ inline void run_gemm1_case(const Gemm1Case& c) {
   p.g.tile_n = c.tile_n;
   p.g.kernel = c.kernel;
   p.g.split_k = c.split_k;
-  TileCounters counters;
-  if (c.dynamic_tiles) counters.attach(&p.g);
 
   const int runs = c.graph ? 4 : 2;
   std::vector<std::vector<uint16_t>> h(runs);
@@ -326,7 +304,6 @@ inline void run_gemm1_case(const Gemm1Case& c) {
     CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm1(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(d_h.down(&h[run]));
-    counters.expect_clear("gemm1");
   }
   for (int run = 1; run < runs; ++run) {
     EXPECT_EQ(0, memcmp(h[0].data(), h[run].data(), h[0].size() * 2)) << "run " << run << " differs";
@@ -336,10 +313,10 @@ inline void run_gemm1_case(const Gemm1Case& c) {
   }
 
   char name[200];
-  snprintf(name, sizeof(name), "gemm1 I=%d K=%d E=%d pairs=%d tile_n=%d %s%s kernel=%d split=%d%s%s",
+  snprintf(name, sizeof(name), "gemm1 I=%d K=%d E=%d pairs=%d tile_n=%d %s%s kernel=%d split=%d%s",
            I, K, E, pairs, c.tile_n != 0 ? c.tile_n : choose_tile_n(max_rows, E),
            c.mxfp8_out ? "mxfp8" : "bf16", c.per_expert_beta ? " per-expert-beta" : "", c.kernel,
-           c.split_k, c.graph ? " graph" : "", c.dynamic_tiles ? " dynamic" : "");
+           c.split_k, c.graph ? " graph" : "");
   Compare cmp{name};
   std::vector<float> wd(static_cast<size_t>(2) * I * K), xf(K);
   std::vector<double> gate(I), up(I), gsum(I), usum(I);
@@ -408,7 +385,6 @@ struct Gemm2Case {
   int kernel = kGemmAuto;
   int split_k = 0;
   bool graph = false;
-  bool dynamic_tiles = false;  // as Gemm1Case::dynamic_tiles
   int sample = 0;
   int s_lo = 120, s_hi = 130;
   uint64_t seed = 2;
@@ -458,8 +434,6 @@ inline void run_gemm2_case(const Gemm2Case& c) {
   p.g.tile_n = c.tile_n;
   p.g.kernel = c.kernel;
   p.g.split_k = c.split_k;
-  TileCounters counters;
-  if (c.dynamic_tiles) counters.attach(&p.g);
 
   const int runs = c.graph ? 4 : 2;
   std::vector<std::vector<float>> y(runs);
@@ -471,7 +445,6 @@ inline void run_gemm2_case(const Gemm2Case& c) {
     CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm2(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(d_y.down(&y[run]));
-    counters.expect_clear("gemm2");
   }
   for (int run = 1; run < runs; ++run) {
     EXPECT_EQ(0, memcmp(y[0].data(), y[run].data(), y[0].size() * 4)) << "run " << run << " differs";
@@ -483,9 +456,9 @@ inline void run_gemm2_case(const Gemm2Case& c) {
   }
 
   char name[160];
-  snprintf(name, sizeof(name), "gemm2 H=%d I=%d E=%d pairs=%d tile_n=%d kernel=%d split=%d%s%s",
-           H, I, E, pairs, c.tile_n != 0 ? c.tile_n : choose_tile_n(max_rows, E), c.kernel,
-           c.split_k, c.graph ? " graph" : "", c.dynamic_tiles ? " dynamic" : "");
+  snprintf(name, sizeof(name), "gemm2 H=%d I=%d E=%d pairs=%d tile_n=%d kernel=%d split=%d%s", H,
+           I, E, pairs, c.tile_n != 0 ? c.tile_n : choose_tile_n(max_rows, E), c.kernel, c.split_k,
+           c.graph ? " graph" : "");
   Compare cmp{name};
   std::vector<float> wd(static_cast<size_t>(H) * I), hf(I);
   for (int e = 0; e < E; ++e) {

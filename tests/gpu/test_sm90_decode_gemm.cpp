@@ -199,66 +199,6 @@ INSTANTIATE_TEST_SUITE_P(AllSplits, Sm90DecodeSplitK,
                          ::testing::Combine(::testing::Values(0, 1, 2, 4, 8),
                                             ::testing::Values(kDecodeBulkRing, kDecodeRegStream)));
 
-// Dynamic tile order (GroupedProblem::tile_counters, register mainloop without a split): tiles
-// taken from a device counter. Same checks as above (every tile is still computed by one CTA,
-// so the results equal the static order's bit for bit), plus the counters back at zero after
-// every launch, graph replays included (sm90_gemm_check.h).
-class Sm90DecodeDynamicTiles : public ::testing::Test {
- protected:
-  void SetUp() override { decode_set_mainloop(kDecodeRegStream); }
-  void TearDown() override { decode_set_mainloop(0); }
-};
-TEST_F(Sm90DecodeDynamicTiles, AwkwardRows) {
-  REQUIRE_SM90();
-  for (int K : {512, 192}) {  // 8 and 3 steps per tile
-    Gemm1Case c;
-    c.rows = kAwkwardRows;
-    c.K = K;
-    c.kernel = kGemmDecode;
-    c.tile_n = 16;
-    c.split_k = 1;
-    c.dynamic_tiles = true;
-    c.mxfp8_out = K == 192;
-    c.per_expert_beta = K == 512;
-    run_gemm1_case(c);
-    Gemm2Case c2;
-    c2.rows = kAwkwardRows;
-    c2.I = K;
-    c2.kernel = kGemmDecode;
-    c2.tile_n = 16;
-    c2.split_k = 1;
-    c2.dynamic_tiles = true;
-    c2.graph = K == 192;
-    run_gemm2_case(c2);
-  }
-}
-TEST_F(Sm90DecodeDynamicTiles, KimiSizesGraphReplay) {
-  // EP16-like: 384 GEMM1 tiles and 224 GEMM2 tiles over one wave of CTAs.
-  REQUIRE_SM90();
-  Gemm1Case c;
-  c.rows = {1, 0, 5, 17};
-  c.I = 3072;
-  c.K = 3584;
-  c.mxfp8_out = true;
-  c.kernel = kGemmDecode;
-  c.tile_n = 16;
-  c.split_k = 1;
-  c.dynamic_tiles = true;
-  c.graph = true;
-  c.sample = 4;
-  run_gemm1_case(c);
-  Gemm2Case c2;
-  c2.rows = {1, 0, 5, 17};
-  c2.H = 3584;
-  c2.I = 3072;
-  c2.kernel = kGemmDecode;
-  c2.tile_n = 16;
-  c2.split_k = 1;
-  c2.dynamic_tiles = true;
-  c2.sample = 4;
-  run_gemm2_case(c2);
-}
-
 TEST(Sm90DecodeGemm, KimiSizes) {
   REQUIRE_SM90();
   for (bool mx : {false, true}) {
@@ -460,29 +400,23 @@ void bench(const char* layout, int E, int I, int topk, int T) {
   const double b2 = static_cast<double>(hit) * (w2q + w2s);
   const double floor_us = (b1 + b2) / kCopyGBs * 1e-3;
 
-  // Tile counters for the *-dyn variants (zero at the start; each launch leaves them so).
-  Dev counters(kDecodeTileCounters * 4);
-  ASSERT_EQ(cudaMemset(counters.p, 0, kDecodeTileCounters * 4), cudaSuccess);
-
   struct Variant {
     const char* name;
     int kernel, split, mainloop;
-    bool dyn;
   };
   constexpr int kB = kDecodeBulkRing, kR = kDecodeRegStream;
   const Variant variants[] = {
-      {"tiled16", kGemmTiled, 0, 0, false},   {"dec", kGemmDecode, 0, 0, false},
-      {"dec-dyn", kGemmDecode, 0, 0, true},   {"reg", kGemmDecode, 0, kR, false},
-      {"reg-dyn", kGemmDecode, 1, kR, true},  {"reg-s2", kGemmDecode, 2, kR, false},
-      {"reg-s4", kGemmDecode, 4, kR, false},  {"bulk", kGemmDecode, 0, kB, false},
-      {"bulk-s1", kGemmDecode, 1, kB, false}, {"bulk-s4", kGemmDecode, 4, kB, false}};
+      {"tiled16", kGemmTiled, 0, 0},   {"dec", kGemmDecode, 0, 0},
+      {"reg", kGemmDecode, 0, kR},     {"reg-s1", kGemmDecode, 1, kR},
+      {"reg-s2", kGemmDecode, 2, kR},  {"reg-s4", kGemmDecode, 4, kR},
+      {"bulk", kGemmDecode, 0, kB},    {"bulk-s1", kGemmDecode, 1, kB},
+      {"bulk-s2", kGemmDecode, 2, kB}, {"bulk-s4", kGemmDecode, 4, kB}};
   for (const Variant& v : variants) {
     decode_set_mainloop(v.mainloop);
     Gemm1Params q1 = p1;
     Gemm2Params q2 = p2;
     q1.g.kernel = q2.g.kernel = v.kernel;
     q1.g.split_k = q2.g.split_k = v.split;
-    if (v.dyn) q1.g.tile_counters = q2.g.tile_counters = static_cast<int32_t*>(counters.p);
     Gemm1Params q1m = q1;
     q1m.mxfp8_out = true;
     ASSERT_EQ(launch_gemm1(q1, sms, 0), cudaSuccess) << v.name;

@@ -46,7 +46,6 @@ struct Carve {
   float* linear_beta;  // [E]
   __nv_bfloat16* h;    // [P, I]
   float* y;            // [P, H]
-  int32_t* tile_counters;  // [kDecodeTileCounters] the decode GEMMs' (grouped_gemm.h)
   size_t total;
 };
 
@@ -74,7 +73,6 @@ Carve carve(const PreparedWeights* w, int max_tokens, int top_k, char* base) {
   c.linear_beta = reinterpret_cast<float*>(take(E * 4));
   c.h = reinterpret_cast<__nv_bfloat16*>(take(P * I * 2));
   c.y = reinterpret_cast<float*>(take(P * H * 4));
-  c.tile_counters = reinterpret_cast<int32_t*>(take(sm90::kDecodeTileCounters * 4));
   c.total = off;
   return c;
 }
@@ -210,8 +208,6 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     a.linear_beta = p.linear_beta;
     a.beta_out = c.beta;
     a.linear_beta_out = c.linear_beta;
-    a.zero_ints = c.tile_counters;
-    a.zero_count = sm90::kDecodeTileCounters;
     e = smxx::launch_prologue(a, shape, stream);
     if (e != cudaSuccess) return launch_failed("prologue", e);
   } else {
@@ -238,8 +234,6 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     g.x_row = c.x_row;
     g.row_weight = c.row_weight;
     g.pair_pos = c.pair_pos;
-    g.zero_ints = c.tile_counters;
-    g.zero_count = sm90::kDecodeTileCounters;
     const char* failed = nullptr;
     e = smxx::launch_group(g, stream, &failed);
     if (e != cudaSuccess) return launch_failed(failed ? failed : "group", e);
@@ -265,8 +259,6 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     // from that (a bound of T * k would pick 32-wide tiles at EP16 T=64 for ~1 row per expert).
     gp.rows_hint = static_cast<int>(
         std::max<int64_t>(1, (static_cast<int64_t>(T) * k * E + Et - 1) / Et));
-    // Zeroed above by the prologue or group_scan; each GEMM leaves them at zero.
-    gp.tile_counters = c.tile_counters;
 
     sm90::Gemm1Params g1;
     g1.w_packed = w->w13_packed;

@@ -30,15 +30,6 @@ int mainloop_from_env() {
   return valid_mainloop(env != nullptr ? std::atoi(env) : 0);
 }
 std::atomic<int> g_mainloop{mainloop_from_env()};
-// MXMOE_DECODE_DYNAMIC=0 keeps the static tile order even with tile counters, so an end-to-end
-// `mxmoe bench` run can time both orders in one device session.
-bool dynamic_tiles_allowed() {
-  static const bool allowed = [] {
-    const char* env = std::getenv("MXMOE_DECODE_DYNAMIC");
-    return env == nullptr || std::atoi(env) != 0;
-  }();
-  return allowed;
-}
 
 // kBulk: the bulk-copy ring (decode_bulk_kernel.cuh), else the register-streamed mainloop.
 template <int S, bool kGemm1, bool kBulk>
@@ -62,7 +53,6 @@ struct Occupancy {
   cudaError_t err = cudaSuccess;
   int per_sm[4] = {0, 0, 0, 0};
   int clusters[4] = {0, 0, 0, 0};  // co-resident clusters of 2^i CTAs on the device (0: unknown)
-  int per_sm_dynamic = 0;          // the register mainloop with dynamic tiles (S = 1)
 };
 
 // How many clusters of S CTAs the device runs at once (a cluster's CTAs share a GPC, so fewer
@@ -81,9 +71,11 @@ int max_active_clusters() {
   return n;
 }
 
-// Kernel attributes (dynamic shared memory, carveout) and CTAs per SM of one instantiation.
-template <typename Kernel>
-cudaError_t setup_kernel(Kernel* k, int smem, int kThreadsPerCta, int* per_sm) {
+template <bool kGemm1, bool kBulk, int S>
+cudaError_t setup_one(int* per_sm) {
+  auto* k = kernel_of<S, kGemm1, kBulk>();
+  const int smem = static_cast<int>(smem_of<S, kBulk>());
+  constexpr int kThreadsPerCta = threads_of<kBulk>();
   cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   // The largest shared-memory carveout, as the chain's other kernels get from their smem needs:
@@ -114,17 +106,6 @@ cudaError_t setup_kernel(Kernel* k, int smem, int kThreadsPerCta, int* per_sm) {
   return *per_sm >= 1 ? cudaSuccess : cudaErrorInvalidConfiguration;
 }
 
-template <bool kGemm1, bool kBulk, int S>
-cudaError_t setup_one(int* per_sm) {
-  return setup_kernel(kernel_of<S, kGemm1, kBulk>(), static_cast<int>(smem_of<S, kBulk>()),
-                      threads_of<kBulk>(), per_sm);
-}
-// The register mainloop with dynamic tiles (decode_gemm_kernel.cuh, kDynamic).
-template <bool kGemm1>
-auto* dynamic_kernel() {
-  return decode::decode_gemm_kernel<1, kGemm1, true>;
-}
-
 template <bool kGemm1, bool kBulk>
 const Occupancy& occupancy() {
   static Occupancy occ;
@@ -134,12 +115,6 @@ const Occupancy& occupancy() {
     if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, 2>(&occ.per_sm[1]);
     if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, 4>(&occ.per_sm[2]);
     if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, 8>(&occ.per_sm[3]);
-    if constexpr (!kBulk) {
-      if (e == cudaSuccess) {
-        e = setup_kernel(dynamic_kernel<kGemm1>(), static_cast<int>(smem_of<1, false>()),
-                         threads_of<false>(), &occ.per_sm_dynamic);
-      }
-    }
     if (e == cudaSuccess) {
       occ.clusters[1] = max_active_clusters<kGemm1, kBulk, 2>();
       occ.clusters[2] = max_active_clusters<kGemm1, kBulk, 4>();
@@ -178,15 +153,6 @@ cudaError_t launch_decode(const KernelArgs& a, int split_k, int rows, int num_sm
   const int hint = std::max(1, std::min(rows, a.max_rows));
   const int64_t tile_bound = static_cast<int64_t>(m_tiles) *
                              (std::min(a.num_experts, hint) + hint / decode::kBN);
-  if constexpr (!kBulk) {
-    if (S == 1 && a.tile_counters != nullptr && dynamic_tiles_allowed()) {
-      // The static grid (one wave, at most the expected tiles), tiles handed out by counter.
-      const int64_t grid = std::max<int64_t>(
-          1, std::min<int64_t>(static_cast<int64_t>(num_sms) * occ.per_sm_dynamic, tile_bound));
-      return pdl::launch_pdl(dynamic_kernel<kGemm1>(), dim3(static_cast<unsigned>(grid)),
-                             dim3(threads_of<false>()), smem_of<1, false>(), stream, a);
-    }
-  }
   switch (S) {
     case 1: return launch_split<1, kGemm1, kBulk>(a, tile_bound, slots[0], 0, stream);
     case 2:
@@ -251,10 +217,8 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
                                       static_cast<int64_t>(rows) * kDecodeBulkExpertsPerRow <=
                                           a.num_experts ||
                                       a.K / kStepK <= kDecodeBulkMaxSteps;
-  KernelArgs with_counters = a;
-  with_counters.tile_counters = g.tile_counters;  // used by the register mainloop at S = 1
   *err = bulk ? launch_decode<kGemm1, true>(a, g.split_k, rows, num_sms, stream)
-              : launch_decode<kGemm1, false>(with_counters, g.split_k, rows, num_sms, stream);
+              : launch_decode<kGemm1, false>(a, g.split_k, rows, num_sms, stream);
   return true;
 }
 

@@ -36,9 +36,6 @@ constexpr int kDecodeBulkExpertsPerRow = 4;
 // GEMM2: T=1 8.6 / 9.5, T=16 30.2 / 33.2, T=64 73.0 / 81.5, T=224 102.5 / 115.3; the long-K
 // GEMMs (KT 48-56) stay faster on the register mainloop (EP16 T=64 GEMM2 89.0 / 98.6).
 constexpr int kDecodeBulkMaxSteps = 8;
-// Dynamic tile order (decode_gemm_kernel.cuh): the register mainloop without a K split takes
-// its tiles from GroupedProblem::tile_counters when the problem carries them; the environment
-// variable MXMOE_DECODE_DYNAMIC=0 keeps the static order (an A/B knob for timings).
 // Test / timing knob: force a mainloop for later launches (0 = the rule above); the process
 // starts from MXMOE_DECODE_MAINLOOP (1 or 2) when set, for end-to-end A/B timings.
 void decode_set_mainloop(int m);

@@ -29,12 +29,7 @@
 //    d = ((d_0 + d_1) + d_2) + ... in rank order (deterministic, bit-identical run to run), frees
 //    the buffers (remote arrive on each rank's red_free) and runs the epilogue. No global
 //    workspace and no counters: nothing to zero, graph replays need no reset.
-//  - Persistent grid: cluster c walks tiles c, c + clusters, ... Or, with tile counters (S = 1;
-//    KernelArgs::tile_counters), CTA c runs tile c first and then takes the next tile from a
-//    device counter (one atomicAdd by thread 0 while the current tile runs), so CTAs that run
-//    faster take more tiles: on the H200 the CTAs' time for the same number of tiles spreads
-//    by ~20% (bench/NOTES.md D round 7), and the static order waits for the slowest CTA of
-//    each extra tile. The last CTA out (a second counter) sets both back to zero.
+//  - Persistent grid: cluster c walks tiles c, c + clusters, ...
 //  - Epilogues: the tiled kernel's, for BN = 16 (same situ_glu, same MX block = the tile's 32
 //    intermediates of a token, same staging and 16-byte stores), so the numerics are identical.
 // Limitations: BN = 16 only (more rows per expert take more token tiles, each re-reading the
@@ -352,12 +347,9 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
 }
 
 
-// kDynamic (S = 1 only): tiles from p.tile_counters (above); a separate instantiation, so the
-// static kernel's code and registers stay what they were measured at.
-template <int S, bool kGemm1, bool kDynamic = false>
-__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kDynamic ? 5 : 0)
+template <int S, bool kGemm1>
+__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     decode_gemm_kernel(const KernelArgs p) {
-  static_assert(!kDynamic || S == 1, "dynamic tiles replace the cluster split");
   using L = Smem<S>;
   constexpr int D = kDepth;
   constexpr int kPieces = D * 8;  // 16-byte pieces per token row per chunk
@@ -438,14 +430,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kDynamic ?
     ti = tile_info(p, sPrefix, tile);
     start_tile(ti);
   }
-  // Dynamic order: thread 0 takes the CTA's next tile at the start of each tile; the mainloop's
-  // barriers publish it to the CTA before it is read after the mainloop.
-  __shared__ int sNext;
-  int next_dynamic = 0;
-  for (; tile < total; tile = kDynamic ? next_dynamic : tile + nclu) {
-    if constexpr (kDynamic) {
-      if (tid == 0) sNext = atomicAdd(p.tile_counters, 1) + nclu;
-    }
+  for (; tile < total; tile += nclu) {
     const uint8_t* wq = frag_ptr(ti);
     const uint8_t* ws = scale_ptr(ti);
     float d[8];
@@ -486,21 +471,11 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kDynamic ?
     };
     if (ti.nrows <= kBN / 2) chunks(std::true_type()); else chunks(std::false_type());
     const TileInfo cur = ti;
-    if constexpr (kDynamic) next_dynamic = sNext;  // read before finish_tile's last barrier
-    const int next = kDynamic ? next_dynamic : tile + nclu;
-    if (next < total) {  // the next tile's loads fly during this tile's epilogue
-      ti = tile_info(p, sPrefix, next);
+    if (tile + nclu < total) {  // the next tile's loads fly during this tile's epilogue
+      ti = tile_info(p, sPrefix, tile + nclu);
       start_tile(ti);
     }
     finish_tile<S, kGemm1, L>(p, cur, d, smem, sbase, rank, n_red);
-  }
-  if (kDynamic && tid == 0) {
-    // Every CTA's last atomicAdd on the tile counter precedes its arrival here, so the last to
-    // arrive may reset both for the next launch.
-    if (atomicAdd(p.tile_counters + 1, 1) == static_cast<int>(gridDim.x) - 1) {
-      atomicExch(p.tile_counters, 0);
-      atomicExch(p.tile_counters + 1, 0);
-    }
   }
   if constexpr (S > 1) {
     // Rank 0 arrives on our red_free after its last read of our partial: stay alive until then.

@@ -34,10 +34,6 @@ void unprepack_mxfp4(const uint8_t* prepacked, const uint8_t* prescales, int row
 // Real checkpoints' weight scales sit far below 2^1. Host only.
 bool mxfp4_scales_small(const uint8_t* scales, size_t bytes);
 
-// The decode kernel's tile counters (GroupedProblem::tile_counters): the next tile and the CTAs
-// done.
-constexpr int kDecodeTileCounters = 2;
-
 struct GroupedProblem {
   int num_experts = 0;                      // local experts
   const int32_t* expert_offsets = nullptr;  // device [num_experts + 1], non-decreasing, [0] = 0
@@ -49,12 +45,6 @@ struct GroupedProblem {
   // used only to choose the kernel, the tile width and the split, never to size or bound
   // anything, so a wrong guess costs speed, not correctness. 0 = max_rows.
   int rows_hint = 0;
-  // Device ints [kDecodeTileCounters], zero when a launch starts and zero again when it ends
-  // (the kernel resets them): with them the decode kernel hands out tiles dynamically, each CTA
-  // taking the next one when it is done with its own, instead of tiles c, c + grid, ...; null:
-  // the static order. Each tile is still computed whole by one CTA, so results do not depend on
-  // which CTA took it.
-  int32_t* tile_counters = nullptr;
 };
 // The row count the heuristics see: the hint, capped by the bound.
 inline int choice_rows(const GroupedProblem& g) {

@@ -68,8 +68,6 @@ struct KernelArgs {
   int num_experts;
   int max_rows;
   int small_scales;  // every weight scale <= 2^1 (Gemm1Params::small_scales)
-  // decode kernel: dynamic tile order (GroupedProblem::tile_counters), null for the static one
-  int32_t* tile_counters;
 };
 
 inline size_t kernel_smem_bytes(int bn, int num_experts) {

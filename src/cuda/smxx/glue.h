@@ -60,10 +60,6 @@ struct GroupArgs {
   int32_t* x_row = nullptr;           // [T*k] token of sorted row p (rows < offsets[E] valid)
   float* row_weight = nullptr;        // [T*k]
   int32_t* pair_pos = nullptr;        // [T*k] sorted row of pair t*k+j, or -1
-  // Set to zero by group_scan (the decode GEMMs' tile counters, which must start every call at
-  // zero whatever the caller's workspace held before); may be null.
-  int32_t* zero_ints = nullptr;
-  int zero_count = 0;
 };
 // Returns the first failing launch; *failed_kernel names it.
 cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** failed_kernel);
@@ -126,9 +122,6 @@ struct PrologueArgs {
   float linear_beta = 0.0f;
   float* beta_out = nullptr;
   float* linear_beta_out = nullptr;
-  // Set to zero (as GroupArgs::zero_ints); may be null.
-  int32_t* zero_ints = nullptr;
-  int zero_count = 0;
   // set by launch_prologue from the shape
   int chunks = 0, route_warps = 0;
 };

@@ -53,12 +53,10 @@ __global__ void group_hist_kernel(const int32_t* ids, int pairs, int start, int 
 }
 
 __global__ void __launch_bounds__(kScanThreads)
-    group_scan_kernel(int chunks, int E, int32_t* scratch, int32_t* offsets, int32_t* zero_ints,
-                      int zero_count) {
+    group_scan_kernel(int chunks, int E, int32_t* scratch, int32_t* offsets) {
   __shared__ int32_t part[kScanThreads];
   pdl::wait();
   pdl::launch_dependents();
-  for (int i = threadIdx.x; i < zero_count; i += kScanThreads) zero_ints[i] = 0;
   // Per expert (one warp each): exclusive scan along the chunks, kScanBatch x 32 chunks per round
   // with all their loads in flight (a serial walk down 256 chunks, one dependent load at a time,
   // took ~80 us at T=16384, k=16 on the H200; chunk-major counts, one sector per load, ~27 us);
@@ -176,8 +174,7 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
   }
   *failed_kernel = "group_scan";
   if (cudaError_t e = pdl::launch_pdl(group_scan_kernel, dim3(1), dim3(kScanThreads), 0, stream,
-                                      chunks, E, a.scratch, a.expert_offsets, a.zero_ints,
-                                      a.zero_ints != nullptr ? a.zero_count : 0);
+                                      chunks, E, a.scratch, a.expert_offsets);
       e != cudaSuccess)
     return e;
   if (chunks > 0) {

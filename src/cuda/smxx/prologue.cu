@@ -60,7 +60,6 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   }
 
   const int El = a.expert_count, k = a.k, P = a.T * a.k;
-  for (int i = tid; i < a.zero_count; i += kThreads) a.zero_ints[i] = 0;
   // ---- SiTU parameters ----
   for (int i = tid; i < El; i += kThreads) {
     a.beta_out[i] = a.per_expert_beta ? a.per_expert_beta[a.expert_start + i] : a.beta;
@@ -206,7 +205,6 @@ cudaError_t launch_prologue(const PrologueArgs& a, const PrologueShape& s, cudaS
       (a.logits == nullptr && (a.ids == nullptr || a.weights == nullptr)))
     return cudaErrorInvalidValue;
   PrologueArgs args = a;
-  if (args.zero_ints == nullptr) args.zero_count = 0;
   args.chunks = s.chunks;
   args.route_warps = s.route_warps;
   const bool vec = quantize_rows_vectorizable(a.x, a.x_is_f32, a.x_stride);
