@@ -204,7 +204,7 @@ __device__ __forceinline__ void cta_sync() {
 // GEMM2's first steps of weights pulled into L2 before its PDL wait (above): 24 steps, 51 KB
 // per CTA, ~34 MB for a full wave of 660 CTAs, within the 60 MB L2 beside GEMM1's
 // evict-first stream.
-constexpr int kL2PrefetchSteps = 24;
+constexpr int kL2PrefetchSteps = 0;
 __device__ __forceinline__ void bulk_prefetch_l2(const void* p, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
 }
@@ -399,7 +399,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     // first tile's weights pulled into L2 while GEMM1's last wave runs (its DRAM is then half
     // idle: bench/NOTES.md D round 8). h, GEMM1's output, is read only after the wait.
     build_tile_prefix<kBN, kThreads>(p, m_tiles, sPrefix, sWarp);  // + __syncthreads
-    if (tid == 0 && cid < sPrefix[p.num_experts] && nk > 0) {
+    if (kL2PrefetchSteps > 0 && tid == 0 && cid < sPrefix[p.num_experts] && nk > 0) {
       const TileInfo t0 = tile_info(p, sPrefix, cid);
       const int64_t step0 = static_cast<int64_t>(t0.mt) * KT + k_begin;
       const int steps = min(nk, kL2PrefetchSteps);
