@@ -30,10 +30,6 @@
 //    the buffers (remote arrive on each rank's red_free) and runs the epilogue. No global
 //    workspace and no counters: nothing to zero, graph replays need no reset.
 //  - Persistent grid: cluster c walks tiles c, c + clusters, ...
-//  - PDL: GEMM1 lets GEMM2 launch right after its own wait (launch_dependents), so GEMM2's
-//    CTAs fill the slots GEMM1's last wave frees; before its wait, GEMM2 builds its tile list
-//    from the prologue's offsets and bulk-prefetches its first tile's first weights into L2
-//    (smxx/pdl.cuh states when reading before the wait is allowed).
 //  - Epilogues: the tiled kernel's, for BN = 16 (same situ_glu, same MX block = the tile's 32
 //    intermediates of a token, same staging and 16-byte stores), so the numerics are identical.
 // Limitations: BN = 16 only (more rows per expert take more token tiles, each re-reading the
@@ -199,14 +195,6 @@ __device__ __forceinline__ void st_cluster_v4(uint32_t local_addr, uint32_t rank
 // Immediate operands: ptx::named_barrier passes id and count in registers (different SASS).
 __device__ __forceinline__ void cta_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
-}
-
-// GEMM2's first steps of weights pulled into L2 before its PDL wait (above): 24 steps, 51 KB
-// per CTA, ~34 MB for a full wave of 660 CTAs, within the 60 MB L2 beside GEMM1's
-// evict-first stream.
-constexpr int kL2PrefetchSteps = 0;
-__device__ __forceinline__ void bulk_prefetch_l2(const void* p, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
 }
 
 // Weight fragments: read once, so L1 is bypassed and L2 told to evict them first (the activations
@@ -386,30 +374,11 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
       ptx::mbar_init_fence();
     }
   }
-  const int64_t mk = static_cast<int64_t>(p.M) * p.K;
-  if constexpr (kGemm1) {
-    pdl::wait();  // offsets, rows and activations come from the prologue
-    // GEMM2 may launch now: its CTAs take the SM slots this kernel frees in its last wave and
-    // prefetch their first weights there (below); they read nothing of ours before their wait.
-    pdl::launch_dependents();
-    build_tile_prefix<kBN, kThreads>(p, m_tiles, sPrefix, sWarp);  // + __syncthreads
-  } else {
-    // GEMM2 of the chain: the offsets come from the prologue, which completed before GEMM1's
-    // wait returned and GEMM1 triggered this launch, so the tile list can be built and the
-    // first tile's weights pulled into L2 while GEMM1's last wave runs (its DRAM is then half
-    // idle: bench/NOTES.md D round 8). h, GEMM1's output, is read only after the wait.
-    build_tile_prefix<kBN, kThreads>(p, m_tiles, sPrefix, sWarp);  // + __syncthreads
-    if (kL2PrefetchSteps > 0 && tid == 0 && cid < sPrefix[p.num_experts] && nk > 0) {
-      const TileInfo t0 = tile_info(p, sPrefix, cid);
-      const int64_t step0 = static_cast<int64_t>(t0.mt) * KT + k_begin;
-      const int steps = min(nk, kL2PrefetchSteps);
-      bulk_prefetch_l2(p.w_packed + t0.e * (mk / 2) + step0 * kWBytes, steps * kWBytes);
-      bulk_prefetch_l2(p.w_scales + t0.e * (mk / 32) + step0 * kSBytes, steps * kSBytes);
-    }
-    pdl::wait();
-  }
+  pdl::wait();  // offsets, rows and activations come from earlier kernels of the chain
+  build_tile_prefix<kBN, kThreads>(p, m_tiles, sPrefix, sWarp);  // + __syncthreads
   if constexpr (S > 1) cluster_sync_all();  // peers' barriers exist before any remote arrive
   const int total = sPrefix[p.num_experts];
+  const int64_t mk = static_cast<int64_t>(p.M) * p.K;
   const uint64_t policy = evict_first_policy();
   // This thread's fragment and scale word of step 0 of its rank's K slice, for tile ti.
   auto frag_ptr = [&](const TileInfo& ti) {

@@ -11,10 +11,7 @@
 //
 // Rules for a kernel launched with launch_pdl():
 //  - call pdl::wait() before the first read of anything an earlier kernel of the chain wrote
-//    (and before the first write of anything an earlier kernel still reads). One exception,
-//    used by the decode GEMM2 (sm90/decode_gemm_kernel.cuh): data written two launches back
-//    may be read before the wait when the kernel in between calls launch_dependents() only
-//    after its own wait(), i.e. after that data was complete and visible;
+//    (and before the first write of anything an earlier kernel still reads);
 //  - it may call pdl::launch_dependents() once its own remaining work no longer needs the SMs
 //    exclusively (optional: without it the dependent starts as this grid's CTAs exit).
 // On a kernel launched without the attribute, wait() returns at once, so kernels stay correct
