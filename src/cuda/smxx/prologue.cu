@@ -38,7 +38,6 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kSmemBudget = 48 * 1024;  // no opt-in attribute needed (graph-capture friendly)
 constexpr int kMaxQuantCtas = 128;
 constexpr int kMaxScanSeg = 16;         // experts per thread in the offsets scan (<= 8192 / 512)
-constexpr int kCache = 8;               // pairs per lane of a chunk held in registers (CTA 0)
 
 __device__ __forceinline__ int local_expert(int32_t id, int start, int count) {
   const int le = id - start;  // id == -1 lands below 0 for start >= 0
@@ -61,27 +60,11 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   }
 
   const int El = a.expert_count, k = a.k, P = a.T * a.k;
-  const int S = (P + a.chunks - 1) / a.chunks;
-  const int c_begin = warp * S, c_end = min(P, c_begin + S);
-  // With the caller's ids, every global load of CTA 0 is issued here, together: the first
-  // kCache x 32 ids and weights of each warp's chunk (kept in registers for the counts and the
-  // scatter) and the SiTU parameters (stored at the end). CTA 0 is a chain of phases, and read
-  // in their own phases these loads cost three memory latencies in a row instead of one.
-  const bool cached = a.logits == nullptr && warp < a.chunks;
-  int32_t pid[kCache];
-  float pw[kCache];
-#pragma unroll
-  for (int j = 0; j < kCache; ++j) {
-    const int i = c_begin + 32 * j + lane;
-    pid[j] = cached && i < c_end ? a.ids[i] : -1;
-    pw[j] = cached && i < c_end ? a.weights[i] : 0.0f;
-  }
-  const bool params_early = El <= kThreads;  // one expert per thread at most
-  float beta_v = 0.0f, linear_beta_v = 0.0f;
-  if (params_early && tid < El) {
-    beta_v = a.per_expert_beta ? a.per_expert_beta[a.expert_start + tid] : a.beta;
-    linear_beta_v = a.per_expert_linear_beta ? a.per_expert_linear_beta[a.expert_start + tid]
-                                             : a.linear_beta;
+  // ---- SiTU parameters ----
+  for (int i = tid; i < El; i += kThreads) {
+    a.beta_out[i] = a.per_expert_beta ? a.per_expert_beta[a.expert_start + i] : a.beta;
+    a.linear_beta_out[i] =
+        a.per_expert_linear_beta ? a.per_expert_linear_beta[a.expert_start + i] : a.linear_beta;
   }
 
   // ---- routing ----
@@ -105,18 +88,13 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   int32_t* off = cnt + a.chunks * El;               // [El + 1]
   for (int i = tid; i < a.chunks * El; i += kThreads) cnt[i] = 0;
   __syncthreads();
-  if (warp < a.chunks) {
-    auto count = [&](int32_t id) {
-      const int le = local_expert(id, a.expert_start, El);
+  const int S = (P + a.chunks - 1) / a.chunks;
+  const int c_begin = warp * S, c_end = min(P, c_begin + S);
+  if (warp < a.chunks)
+    for (int i = c_begin + lane; i < c_end; i += 32) {
+      const int le = local_expert(ids[i], a.expert_start, El);
       if (le >= 0) atomicAdd(&cnt[warp * El + le], 1);  // integer: order-independent
-    };
-#pragma unroll
-    for (int j = 0; j < kCache; ++j) {
-      const int i = c_begin + 32 * j + lane;
-      if (i < c_end) count(cached ? pid[j] : ids[i]);
     }
-    for (int i = c_begin + 32 * kCache + lane; i < c_end; i += 32) count(ids[i]);
-  }
   __syncthreads();
   // Per expert: exclusive scan down the chunks; the total to off[e + 1] for now.
   for (int e = tid; e < El; e += kThreads) {
@@ -162,10 +140,9 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   // ---- grouping: stable scatter, one warp per chunk, 32 pairs at a time in pair order ----
   if (warp < a.chunks) {
     int32_t* next = cnt + warp * El;
-    // Pairs i0 + lane (i0 warp-uniform: every lane takes part in the match).
-    auto scatter = [&](int i0, int32_t id, float w) {
+    for (int i0 = c_begin; i0 < c_end; i0 += 32) {
       const int i = i0 + lane;
-      const int le = i < c_end ? local_expert(id, a.expert_start, El) : -2;
+      const int le = i < c_end ? local_expert(ids[i], a.expert_start, El) : -2;
       const unsigned same = __match_any_sync(~0u, le);
       const unsigned before = same & ((1u << lane) - 1u);
       const int pos = le >= 0 ? next[le] + __popc(before) : -1;
@@ -176,36 +153,9 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
         a.pair_pos[i] = pos;
         if (pos >= 0) {
           a.x_row[pos] = i / k;
-          a.row_weight[pos] = w;
+          a.row_weight[pos] = weights[i];
         }
       }
-    };
-#pragma unroll
-    for (int j = 0; j < kCache; ++j) {
-      const int i0 = c_begin + 32 * j, i = i0 + lane;
-      if (i0 < c_end) {
-        const bool in = i < c_end;
-        scatter(i0, cached ? pid[j] : in ? ids[i] : -1, cached ? pw[j] : in ? weights[i] : 0.0f);
-      }
-    }
-    for (int i0 = c_begin + 32 * kCache; i0 < c_end; i0 += 32) {
-      const int i = i0 + lane;
-      scatter(i0, i < c_end ? ids[i] : -1, i < c_end ? weights[i] : 0.0f);
-    }
-  }
-
-  // ---- SiTU parameters (loaded at the start when they fit one per thread) ----
-  if (params_early) {
-    if (tid < El) {
-      a.beta_out[tid] = beta_v;
-      a.linear_beta_out[tid] = linear_beta_v;
-    }
-  } else {
-    for (int i = tid; i < El; i += kThreads) {
-      a.beta_out[i] = a.per_expert_beta ? a.per_expert_beta[a.expert_start + i] : a.beta;
-      a.linear_beta_out[i] = a.per_expert_linear_beta
-                                 ? a.per_expert_linear_beta[a.expert_start + i]
-                                 : a.linear_beta;
     }
   }
 }
