@@ -348,7 +348,7 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
 
 
 template <int S, bool kGemm1>
-__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, S == 1 ? 6 : 0)
+__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     decode_gemm_kernel(const KernelArgs p) {
   using L = Smem<S>;
   constexpr int D = kDepth;
