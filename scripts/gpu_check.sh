@@ -9,7 +9,8 @@
 # Environment: MXMOE_GPU_JOBS (ninja -j, default 16), MXMOE_GPU_TESTS (a ctest -R regex to run
 # a subset), MXMOE_TEST_TIMEOUT (seconds per test, default 300), MXMOE_GPU_BENCH (flags for an
 # `mxmoe bench` run after the tests; its table is printed last), MXMOE_GPU_MICRO=1 (also build
-# and run the FP8 wgmma microbenchmark, output in wgmma_depth.txt).
+# and run the FP8 wgmma and the decode weight-stream microbenchmarks: wgmma_depth.txt,
+# decode_streams.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -110,15 +111,18 @@ if [ -n "${MXMOE_GPU_BENCH:-}" ]; then
   bench_rc=$?
   note "mxmoe bench $MXMOE_GPU_BENCH: rc $bench_rc (bench.log, bench.csv), $(elapsed)"
 fi
-# Optional: the FP8 wgmma / MX promotion microbenchmark (MXMOE_GPU_MICRO=1; bench/NOTES.md F
-# round 3), built on request only.
+# Optional microbenchmarks (MXMOE_GPU_MICRO=1), built on request only: the FP8 wgmma / MX
+# promotion one (bench/NOTES.md F round 3) and the decode weight streams (D round 9).
 if [ -n "${MXMOE_GPU_MICRO:-}" ]; then
-  if ninja -C "$B" bench_wgmma_fp8_depth >> "$LOG/build.log" 2>&1; then
-    "$B/tests/gpu/bench_wgmma_fp8_depth" > "$LOG/wgmma_depth.txt" 2>&1
-    note "bench_wgmma_fp8_depth: rc $? (wgmma_depth.txt), $(elapsed)"
-  else
-    note "bench_wgmma_fp8_depth: build FAILED (build.log)"
-  fi
+  for m in bench_wgmma_fp8_depth:wgmma_depth.txt bench_decode_streams:decode_streams.txt; do
+    t=${m%%:*} f=${m##*:}
+    if ninja -C "$B" "$t" >> "$LOG/build.log" 2>&1; then
+      "$B/tests/gpu/$t" > "$LOG/$f" 2>&1
+      note "$t: rc $? ($f), $(elapsed)"
+    else
+      note "$t: build FAILED (build.log)"
+    fi
+  done
 fi
 echo "---- summary ----"
 printf '%s\n' "${SUMMARY[@]}"
