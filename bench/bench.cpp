@@ -223,7 +223,7 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
                   else
                     base->enqueue_bf16(r.expert_counts, st);
                 },
-                s, &cx.flush, pol);
+                s, cx.o.flush_l2 ? &cx.flush : nullptr, pol);
             fill_rates(
                 &w, flops,
                 is_fp8 ? base->bytes_fp8(r.expert_counts) : base->bytes_bf16(r.expert_counts),
@@ -280,7 +280,7 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
           };
           try {
             Graph g(enqueue, s);
-            w.t = time_graph(g, s, &cx.flush, pol);
+            w.t = time_graph(g, s, cx.o.flush_l2 ? &cx.flush : nullptr, pol);
             const double bytes = static_cast<double>(r.distinct_experts) * expert_mxfp4_bytes(I) +
                                  static_cast<double>(T) * K * (2 + 4);
             fill_rates(&w, flops, bytes, ceil);
@@ -346,10 +346,17 @@ int run_bench(int argc, char** argv) {
   rep.ceilings = measure_ceilings(blas, sh.s, o.case_budget_s);
 
   char note[300];
-  std::snprintf(note, sizeof note,
-                "timing: one CUDA graph per case, 2 warm-up replays, %zu MiB memset before every "
-                "replay (L2 flush, untimed), CUDA events per replay, median (reps in CSV/JSON)",
-                flush.bytes() >> 20);
+  if (o.flush_l2) {
+    std::snprintf(note, sizeof note,
+                  "timing: one CUDA graph per case, 2 warm-up replays, %zu MiB memset before every "
+                  "replay (L2 flush, untimed), CUDA events per replay, median (reps in CSV/JSON)",
+                  flush.bytes() >> 20);
+  } else {
+    std::snprintf(note, sizeof note,
+                  "timing: one CUDA graph per case, 2 warm-up replays, no L2 flush (--warm-l2: "
+                  "code and small tensors stay cached), CUDA events per replay, median (reps in "
+                  "CSV/JSON)");
+  }
   rep.notes.push_back(note);
   rep.notes.push_back(
       "routing: 16 global ids per token, exactly 1 (ep16) / 4 (tp8ep4) / 16 (full) of them local; "

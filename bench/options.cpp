@@ -92,6 +92,8 @@ const char* usage_text() {
          "  --no-baselines   skip the cuBLAS per-expert baselines\n"
          "  --baseline-cap-gb X  skip baselines whose BF16 weights exceed X GB [16]\n"
          "  --no-verify      skip the output checks (finite, non-zero, graph == direct call)\n"
+         "  --warm-l2        no L2 flush before the replays (code and small tensors stay\n"
+         "                   cached; weights larger than L2 still stream)\n"
          "  --device N       CUDA device [0]\n"
          "  --csv FILE       also write every line as CSV\n"
          "  --json FILE      also write ceilings and lines as JSON\n"
@@ -112,6 +114,7 @@ BenchOptions parse_options(int argc, char** argv, int first) {
                                                            {"no-baselines", false},
                                                            {"baseline-cap-gb", true},
                                                            {"no-verify", false},
+                                                           {"warm-l2", false},
                                                            {"device", true},
                                                            {"csv", true},
                                                            {"json", true},
@@ -183,6 +186,8 @@ BenchOptions parse_options(int argc, char** argv, int first) {
       o.baseline_cap_gb = parse_double(name, v, 0.0, 1e6);
     else if (name == "no-verify")
       o.verify = false;
+    else if (name == "warm-l2")
+      o.flush_l2 = false;
     else if (name == "device")
       o.device = static_cast<int>(parse_int(name, v, 0, 1023));
     else if (name == "csv")

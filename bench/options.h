@@ -25,6 +25,9 @@ struct BenchOptions {
   bool baselines = true;
   double baseline_cap_gb = 16.0;  // skip baselines whose BF16 weights exceed this
   bool verify = true;
+  // false (--warm-l2): no L2 flush before the replays, so code and the small tensors stay cached
+  // (weights larger than L2 still stream); shows what the flush itself costs a case.
+  bool flush_l2 = true;
   int device = 0;
   std::string csv, json;
   bool help = false;

@@ -156,6 +156,8 @@ int main() {
   CHECK(throws_usage([] { parse({"--csv"}); }), "missing value accepted");
   CHECK(throws_usage([] { parse({"--reps", "5", "--reps", "6"}); }), "repeated flag accepted");
   CHECK(throws_usage([] { parse({"--budget", "nan"}); }), "NaN budget accepted");
+  CHECK(def.flush_l2 && !parse({"--warm-l2"}).flush_l2, "--warm-l2 turns the L2 flush off");
+  CHECK(throws_usage([] { parse({"--warm-l2=1"}); }), "--warm-l2 takes no value");
 
   if (g_failures) {
     std::fprintf(stderr, "%d check(s) failed\n", g_failures);
