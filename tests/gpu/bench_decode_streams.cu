@@ -19,43 +19,22 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+#include "bench_cuda_check.h"
+#include "sm90/decode_gemm_kernel.cuh"  // the kernel's own loads and sizes
 
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kKT = 56;               // 64-K steps per tile (GEMM1 at K = 3584)
-constexpr int kWBytes = 2048;         // fragments per CTA and step
-constexpr int kSBytes = 128;          // scale words per CTA and step
+// The decode kernel's CTA and step sizes, and its weight loads (decode_gemm_kernel.cuh), so the
+// replay issues the very instructions the kernel does.
+using mxmoe::sm90::decode::evict_first_policy;
+using mxmoe::sm90::decode::kSBytes;   // scale words per CTA and step (128 B)
+using mxmoe::sm90::decode::kThreads;  // 128
+using mxmoe::sm90::decode::kWBytes;   // fragments per CTA and step (2 KB)
+using mxmoe::sm90::decode::ld_weights_u32;
+using mxmoe::sm90::decode::ld_weights_v4;
+constexpr int kKT = 56;  // 64-K steps per tile (GEMM1 at K = 3584)
 enum Layout { kSplit = 0, kWeightsOnly = 1, kInterleaved = 2 };
 const char* const kLayoutName[] = {"split", "weights-only", "interleaved"};
-
-__device__ __forceinline__ uint64_t evict_first() {
-  uint64_t pol;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-  return pol;
-}
-__device__ __forceinline__ uint4 ld_v4(const void* p, uint64_t pol) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p), "l"(pol));
-  return v;
-}
-__device__ __forceinline__ uint32_t ld_u32(const void* p, uint64_t pol) {
-  uint32_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;\n"
-               : "=r"(v)
-               : "l"(p), "l"(pol));
-  return v;
-}
 
 template <int kLayout, int D>
 __global__ void __launch_bounds__(kThreads) streams(const uint8_t* w, const uint8_t* s, int tiles,
@@ -63,7 +42,7 @@ __global__ void __launch_bounds__(kThreads) streams(const uint8_t* w, const uint
   constexpr int64_t kStep = kLayout == kInterleaved ? kWBytes + kSBytes : kWBytes;
   const int tid = threadIdx.x;
   const int sword = (8 * (tid >> 5) + ((tid & 31) >> 2)) * 4;  // the decode kernel's scale word
-  const uint64_t pol = evict_first();
+  const uint64_t pol = evict_first_policy();
   unsigned acc = 0;
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
     const uint8_t* wt = w + static_cast<int64_t>(t) * kKT * kStep + tid * 16;
@@ -75,8 +54,8 @@ __global__ void __launch_bounds__(kThreads) streams(const uint8_t* w, const uint
     uint32_t sc[D];
 #pragma unroll
     for (int j = 0; j < D; ++j) {
-      q[j] = ld_v4(wt + j * kStep, pol);
-      sc[j] = kLayout == kWeightsOnly ? 0u : ld_u32(st + j * kSStep, pol);
+      q[j] = ld_weights_v4(wt + j * kStep, pol);
+      sc[j] = kLayout == kWeightsOnly ? 0u : ld_weights_u32(st + j * kSStep, pol);
     }
     for (int k0 = 0; k0 < kKT; k0 += D) {
 #pragma unroll
@@ -85,8 +64,8 @@ __global__ void __launch_bounds__(kThreads) streams(const uint8_t* w, const uint
         if (k < kKT) {
           acc ^= q[j].x ^ q[j].y ^ q[j].z ^ q[j].w ^ sc[j];
           if (k + D < kKT) {
-            q[j] = ld_v4(wt + (k + D) * kStep, pol);
-            if (kLayout != kWeightsOnly) sc[j] = ld_u32(st + (k + D) * kSStep, pol);
+            q[j] = ld_weights_v4(wt + (k + D) * kStep, pol);
+            if (kLayout != kWeightsOnly) sc[j] = ld_weights_u32(st + (k + D) * kSStep, pol);
           }
         }
       }

@@ -26,19 +26,11 @@
 #include <cstdlib>
 #include <vector>
 
+#include "bench_cuda_check.h"
 #include "sm90/ptx.cuh"
 #include "sm90/wgmma_fp8.cuh"
 
 namespace ptx = mxmoe::sm90::ptx;
-
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
 
 // Shared memory of both kernels (after 1024-byte alignment): the B tile (up to 128 rows x 128 B),
 // the SS form's A tile (64 rows x 128 B), then 4 blocks x N scale floats (the ring kernel puts
@@ -54,6 +46,19 @@ __device__ __forceinline__ float* fill_operands(uint8_t* smem, int n) {
     reinterpret_cast<uint32_t*>(smem)[i] = 0x38383838u ^ ((i * 2654435761u) & 0x07070707u);
   for (int i = threadIdx.x; i < 4 * n; i += blockDim.x) sc[i] = 1.0f + (i & 3) * 0.25f;
   return sc;
+}
+
+// The consumer's result (the sum of its accumulators, so no wgmma is dead code) and, from the
+// thread that times the CTA, its cycle count.
+template <int NA>
+__device__ __forceinline__ void store_result(const float (&acc)[NA], float* out,
+                                             long long* cycles, unsigned timer_thread,
+                                             long long c0, long long c1) {
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < NA; ++i) s += acc[i];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+  if (threadIdx.x == timer_thread) cycles[blockIdx.x] = c1 - c0;
 }
 
 // One pipeline step of B k32 blocks, unrolled at compile time (wait counts are immediates):
@@ -164,12 +169,7 @@ __global__ void __launch_bounds__(kThreads, 1) depth_kernel(int iters, int nwg, 
   const long long c0 = clock64();
   for (int it = 0; it < iters; ++it)
     Step<N, D, B, kChain, kPromote, kSS>::template run<0>(acc, tmp, a, b_addr, sc_addr, live);
-  const long long c1 = clock64();
-  float s = 0.0f;
-#pragma unroll
-  for (int i = 0; i < NA; ++i) s += acc[i];
-  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
-  if (threadIdx.x == 0) cycles[blockIdx.x] = c1 - c0;
+  store_result(acc, out, cycles, 0, c0, clock64());
 }
 
 // The same consumer steps fed through the warp-specialized kernels' mbarrier ring: warpgroup 0
@@ -236,12 +236,7 @@ __global__ void __launch_bounds__(384, 1) ring_kernel(int steps, int live, float
       phase ^= 1;
     }
   }
-  const long long c1 = clock64();
-  float s = 0.0f;
-#pragma unroll
-  for (int i = 0; i < NA; ++i) s += acc[i];
-  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
-  if (threadIdx.x == 128) cycles[blockIdx.x] = c1 - c0;
+  store_result(acc, out, cycles, 128, c0, clock64());
 }
 
 // The slowest CTA's cycle count of the last launch.
