@@ -111,7 +111,7 @@ struct Context {
   const BenchOptions& o;
   cudaStream_t s;
   Blas& blas;
-  L2Flusher& flush;
+  L2Flusher* flush;  // null with --warm-l2
   Report& rep;
   bool any_fail = false;
 };
@@ -223,7 +223,7 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
                   else
                     base->enqueue_bf16(r.expert_counts, st);
                 },
-                s, cx.o.flush_l2 ? &cx.flush : nullptr, pol);
+                s, cx.flush, pol);
             fill_rates(
                 &w, flops,
                 is_fp8 ? base->bytes_fp8(r.expert_counts) : base->bytes_bf16(r.expert_counts),
@@ -280,7 +280,7 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
           };
           try {
             Graph g(enqueue, s);
-            w.t = time_graph(g, s, cx.o.flush_l2 ? &cx.flush : nullptr, pol);
+            w.t = time_graph(g, s, cx.flush, pol);
             const double bytes = static_cast<double>(r.distinct_experts) * expert_mxfp4_bytes(I) +
                                  static_cast<double>(T) * K * (2 + 4);
             fill_rates(&w, flops, bytes, ceil);
@@ -367,7 +367,7 @@ int run_bench(int argc, char** argv) {
       "gather, SiTU, quantize or combine): a lower bound of a cuBLAS MoE; xbf16 / xfp8 = "
       "baseline time / mxmoe time");
 
-  Context cx{o, sh.s, blas, flush, rep};
+  Context cx{o, sh.s, blas, o.flush_l2 ? &flush : nullptr, rep};
   std::exception_ptr failure;
   try {
     for (const std::string& name : o.layouts) {
