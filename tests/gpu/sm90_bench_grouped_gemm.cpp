@@ -165,6 +165,19 @@ void bench(const char* layout, int E, int I, int topk, int T, int tile_n = 0) {
   p1m.mxfp8_out = true;
   const float t1m = median_us([&] { launch_gemm1(p1m, sms, 0); }, flush.p, flush_bytes);
   const float t2 = median_us([&] { launch_gemm2(p2, sms, 0); }, flush.p, flush_bytes);
+  // GEMM2 with every row stored to out (out_token: each token owns its one pair), as run_moe
+  // does at EP16; only with one pair per token.
+  float t2o = 0.0f;
+  if (topk == 1) {
+    Buf d_ot(pairs * 4), d_out(static_cast<size_t>(T) * H * 4);
+    BENCH_CUDA(cudaMemcpy(d_ot.p, xrow.data(), pairs * 4, cudaMemcpyHostToDevice));
+    Gemm2Params p2o = p2;
+    p2o.out_token = static_cast<const int32_t*>(d_ot.p);
+    p2o.out = static_cast<float*>(d_out.p);
+    p2o.out_stride = H;
+    BENCH_CUDA(launch_gemm2(p2o, sms, 0));
+    t2o = median_us([&] { launch_gemm2(p2o, sms, 0); }, flush.p, flush_bytes);
+  }
   BENCH_CUDA(cudaGetLastError());
   const double f1 = 2.0 * pairs * 2 * I * H, f2 = 2.0 * pairs * H * I;
   const double b1 = static_cast<double>(hit) * (w13q + w13s), b2 = static_cast<double>(hit) * (w2q + w2s);
@@ -186,10 +199,10 @@ void bench(const char* layout, int E, int I, int topk, int T, int tile_n = 0) {
   const double kBf16Dense = 802.0;  // TFLOP/s, KIMI_K3.md's in-run ceiling on this H200
   printf("BENCH %-8s E=%3d I=%4d T=%5d pairs=%6d hit=%3d tile_n=%3d useful %4.1f%% | gemm1 %8.1f us "
          "%6.1f TFLOP/s (%4.1f%%) %6.0f GB/s | gemm1+mx %8.1f us | gemm2 %8.1f us %6.1f TFLOP/s "
-         "(%4.1f%%) %6.0f GB/s | total %8.1f us\n",
+         "(%4.1f%%) %6.0f GB/s | total %8.1f us | gemm2>out %8.1f us\n",
          layout, E, I, T, pairs, hit, tn, 100.0 * pairs / std::max<int64_t>(padded, 1), t1,
          f1 / t1 * 1e-6, f1 / t1 * 1e-4 / kBf16Dense, b1 / t1 * 1e-3, t1m, t2, f2 / t2 * 1e-6,
-         f2 / t2 * 1e-4 / kBf16Dense, b2 / t2 * 1e-3, t1 + t2);
+         f2 / t2 * 1e-4 / kBf16Dense, b2 / t2 * 1e-3, t1 + t2, t2o);
 }
 
 TEST(Sm90GroupedGemmBench, DISABLED_KimiShapes) {

@@ -27,6 +27,7 @@
 #include "mxmoe/common.h"
 #include "mxmoe/formats.h"
 #include "mxmoe/weight_layout.h"
+#include "gemm2_direct_check.h"
 #include "sm90/grouped_gemm.h"
 #include "sm90/tile_heuristic.h"
 
@@ -388,6 +389,7 @@ struct Gemm2Case {
   int sample = 0;
   int s_lo = 120, s_hi = 130;
   uint64_t seed = 2;
+  bool direct = true;  // also run with an out_token table (check_gemm2_direct)
 };
 
 inline void run_gemm2_case(const Gemm2Case& c) {
@@ -408,6 +410,12 @@ inline void run_gemm2_case(const Gemm2Case& c) {
   std::vector<float> rw(max_rows);
   std::uniform_real_distribution<float> wdist(0.01f, 1.0f);
   for (auto& v : rw) v = wdist(rng);
+  // Rows 0 and 1 all zero with weights of both signs: one of them gives -0 (the direct mode's
+  // corner: out must get +0 there).
+  if (pairs >= 2) {
+    std::fill(h.begin(), h.begin() + 2 * static_cast<size_t>(I), uint16_t{0});
+    rw[0] = -0.5f;
+  }
 
   DevBuf<uint8_t> d_wq(wq.size()), d_ws(ws.size());
   DevBuf<uint16_t> d_h(h.size());
@@ -474,7 +482,7 @@ inline void run_gemm2_case(const Gemm2Case& c) {
           asum += std::fabs(static_cast<double>(wr[k]) * hf[k]);
         }
         const double ref = rw[prow] * static_cast<float>(sum);
-        const double tol = 1e-4 * asum * rw[prow] + 1e-6 * std::fabs(ref);
+        const double tol = 1e-4 * asum * std::fabs(rw[prow]) + 1e-6 * std::fabs(ref);
         cmp.add(y[0][static_cast<size_t>(prow) * H + n], ref, tol,
                 "pair " + std::to_string(prow) + " (expert " + std::to_string(e) + ") n " +
                     std::to_string(n));
@@ -482,6 +490,19 @@ inline void run_gemm2_case(const Gemm2Case& c) {
     }
   }
   cmp.report_and_check();
+  if (c.direct) {
+    // The grouping's per-expert flags (odd seeds: none, every tile takes the out-capable path).
+    DevBuf<int32_t> d_has(E);
+    auto with_flags = [&](Gemm2Params& q, const std::vector<int32_t>& ot) {
+      std::vector<int32_t> has(E, 0);
+      for (int e = 0; e < E; ++e)
+        for (int r = off[e]; r < off[e + 1]; ++r) has[e] |= ot[r] >= 0;
+      if (d_has.up(has) == cudaSuccess && (c.seed & 1) == 0) q.expert_has_out = d_has.p;
+    };
+    check_gemm2_direct(p, H, max_rows, pairs, y[0], rng, name,
+                       [](const Gemm2Params& q) { return launch_gemm2(q, num_sms(), 0); },
+                       with_flags);
+  }
 }
 
 }  // namespace mxmoe::sm90::check

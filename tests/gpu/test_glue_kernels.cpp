@@ -8,6 +8,7 @@
 #include <functional>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -216,8 +217,10 @@ TEST(GpuRoute, SmallExpertCountAndWideTopK) {
 }
 
 // A plain CPU stable sort of the pairs by local expert: the grouping's specification.
+// out_token[p]: the token of row p when it owns no other pair, else -1; has_out[e]: 1 when any
+// of expert e's rows has one.
 struct Grouping {
-  std::vector<int32_t> offsets, x_row, pair_pos;
+  std::vector<int32_t> offsets, x_row, pair_pos, out_token, has_out;
   std::vector<float> row_weight;
 };
 Grouping cpu_group(const std::vector<int32_t>& ids, const std::vector<float>& w, int k, int start,
@@ -235,6 +238,15 @@ Grouping cpu_group(const std::vector<int32_t>& ids, const std::vector<float>& w,
       }
   }
   g.offsets[count] = static_cast<int32_t>(g.x_row.size());
+  for (size_t p = 0; p < g.x_row.size(); ++p) {
+    const int t = g.x_row[p];
+    int owned = 0;
+    for (int j = 0; j < k; ++j) owned += g.pair_pos[static_cast<size_t>(t) * k + j] >= 0;
+    g.out_token.push_back(owned == 1 ? t : -1);
+  }
+  g.has_out.assign(count, 0);
+  for (int e = 0; e < count; ++e)
+    for (int p = g.offsets[e]; p < g.offsets[e + 1]; ++p) g.has_out[e] |= g.out_token[p] >= 0;
   return g;
 }
 
@@ -245,7 +257,8 @@ void run_group_case(const std::vector<int32_t>& ids, int T, int k, int start, in
   for (auto& v : w) v = static_cast<float>(r.uniform());
   const Grouping want = cpu_group(ids, w, k, start, count);
   const int P = T * k;
-  DevBuf<int32_t> di, scratch(smxx::group_scratch_ints(P, count)), off(count + 1), xr(P), pp(P);
+  DevBuf<int32_t> di, scratch(smxx::group_scratch_ints(P, count)), off(count + 1), xr(P), pp(P),
+      ot(P), has(count);
   DevBuf<float> dw, rw(P);
   di.upload(ids);
   dw.upload(w);
@@ -263,6 +276,9 @@ void run_group_case(const std::vector<int32_t>& ids, int T, int k, int start, in
   a.x_row = xr.get();
   a.row_weight = rw.get();
   a.pair_pos = pp.get();
+  a.out_token = ot.get();
+  a.expert_has_out = has.get();
+  CUDA_OK(cudaMemset(has.get(), 0x7F, count * 4));  // the grouping must clear it
   const char* failed = nullptr;
   CUDA_OK(smxx::launch_group(a, nullptr, &failed));
   CUDA_OK(cudaDeviceSynchronize());
@@ -270,12 +286,16 @@ void run_group_case(const std::vector<int32_t>& ids, int T, int k, int start, in
   EXPECT_EQ(pp.download(), want.pair_pos) << name;
   const size_t rows = want.x_row.size();
   EXPECT_EQ(xr.download(rows), want.x_row) << name;
+  EXPECT_EQ(ot.download(rows), want.out_token) << name;
+  EXPECT_EQ(has.download(), want.has_out) << name;
   const auto gw = rw.download(rows);
   EXPECT_EQ(0, std::memcmp(gw.data(), want.row_weight.data(), rows * 4)) << name;
-  int empty = 0;
+  int empty = 0, single = 0;
   for (int e = 0; e < count; ++e) empty += want.offsets[e] == want.offsets[e + 1];
-  std::printf("[group] %s: T=%d k=%d range [%d, %d): %zu owned pairs, %d empty experts\n", name,
-              T, k, start, start + count, rows, empty);
+  for (int32_t t : want.out_token) single += t >= 0;
+  std::printf("[group] %s: T=%d k=%d range [%d, %d): %zu owned pairs (%d of single-pair tokens), "
+              "%d empty experts\n",
+              name, T, k, start, start + count, rows, single, empty);
 }
 
 TEST(GpuGroup, EpSliceWithMinusOneAndOtherRankIds) {
@@ -288,6 +308,22 @@ TEST(GpuGroup, EpSliceWithMinusOneAndOtherRankIds) {
     id = c == 0 ? -1 : c < 5 ? start + r.below(count) : r.below(896);
   }
   run_group_case(ids, T, k, start, count, "ep56");
+}
+// k that does not divide 32 (tokens straddle the scatter's 32-pair windows and chunk ends) and
+// k > 32: the single-pair test reads the token's ids instead of the window's ballot.
+TEST(GpuGroup, SinglePairTokensForAnyTopK) {
+  MXMOE_REQUIRE_SM90();
+  for (int k : {1, 3, 6, 32, 40, 64}) {
+    const int T = 2000, start = 8, count = 20;
+    Rng r(7 + k);
+    std::vector<int32_t> ids(static_cast<size_t>(T) * k);
+    for (auto& id : ids) {
+      const int c = r.below(4 * k);  // about one owned pair per token
+      id = c < 2 ? start + r.below(count) : c == 2 ? -1 : r.below(896);
+    }
+    const std::string name = "k" + std::to_string(k);
+    run_group_case(ids, T, k, start, count, name.c_str());
+  }
 }
 TEST(GpuGroup, EveryTokenOnOneExpert) {
   MXMOE_REQUIRE_SM90();
@@ -304,14 +340,19 @@ TEST(GpuGroup, FullLayerSingleTokenAndDuplicates) {
   run_group_case(none, 3, 16, 0, 896, "all-minus-one");
 }
 
-TEST(GpuCombine, SlotOrderedSumSkipsMissingPairs) {
-  MXMOE_REQUIRE_SM90();
+// skip_single: tokens that own exactly one pair must be left untouched (GEMM2 wrote them);
+// every other token gets the slot-ordered sum (zeros when it owns nothing).
+void run_combine_case(bool skip_single) {
   const int T = 29, k = 16, H = 3584;
   const int64_t out_stride = H + 16;
   Rng r(21);
   std::vector<int32_t> pos(static_cast<size_t>(T) * k);
   int rows = 0;
-  for (auto& p : pos) p = r.below(4) == 0 ? -1 : rows++;
+  for (int t = 0; t < T; ++t)  // every 3rd token owns one pair, every 7th none
+    for (int j = 0; j < k; ++j) {
+      const bool own = t % 7 == 0 ? false : t % 3 == 0 ? j == t % k : r.below(4) != 0;
+      pos[static_cast<size_t>(t) * k + j] = own ? rows++ : -1;
+    }
   std::vector<float> y(static_cast<size_t>(rows) * H);
   for (auto& v : y) v = r.normal() * std::ldexp(1.0f, r.below(30) - 15);
   DevBuf<float> dy, dout(static_cast<size_t>(T) * out_stride);
@@ -319,11 +360,16 @@ TEST(GpuCombine, SlotOrderedSumSkipsMissingPairs) {
   dy.upload(y);
   dpos.upload(pos);
   CUDA_OK(cudaMemset(dout.get(), 0xFF, dout.size() * 4));
-  CUDA_OK(smxx::launch_combine(dy.get(), H, dpos.get(), T, k, dout.get(), out_stride, nullptr));
+  CUDA_OK(smxx::launch_combine(dy.get(), H, dpos.get(), T, k, dout.get(), out_stride, skip_single,
+                               nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   const auto got = dout.download();
-  int bad = 0;
-  for (int t = 0; t < T; ++t)
+  int bad = 0, skipped = 0;
+  for (int t = 0; t < T; ++t) {
+    int owned = 0;
+    for (int j = 0; j < k; ++j) owned += pos[static_cast<size_t>(t) * k + j] >= 0;
+    const bool skip = skip_single && owned == 1;
+    skipped += skip;
     for (int h = 0; h < H; ++h) {
       float acc = 0.0f;
       for (int j = 0; j < k; ++j) {
@@ -331,14 +377,29 @@ TEST(GpuCombine, SlotOrderedSumSkipsMissingPairs) {
         if (p >= 0) acc += y[static_cast<size_t>(p) * H + h];
       }
       const float g = got[t * out_stride + h];
-      if (std::memcmp(&g, &acc, 4) != 0 && ++bad <= 5)
-        ADD_FAILURE() << "t " << t << " h " << h << ": " << g << " want " << acc;
+      uint32_t gb;
+      std::memcpy(&gb, &g, 4);
+      const bool ok = skip ? gb == 0xFFFFFFFFu : std::memcmp(&g, &acc, 4) == 0;
+      if (!ok && ++bad <= 5)
+        ADD_FAILURE() << "t " << t << " h " << h << ": " << g << " want "
+                      << (skip ? "untouched" : std::to_string(acc));
     }
+  }
   EXPECT_EQ(bad, 0);
+  // t = 3, 6, 9, 12, 15, 18, 24, 27 (the random tokens own ~12 of 16 slots)
+  EXPECT_EQ(skipped, skip_single ? 8 : 0);
   // The gap between rows must be untouched (poison 0xFFFFFFFF is a NaN pattern).
   uint32_t gap;
   std::memcpy(&gap, &got[H], 4);
   EXPECT_EQ(gap, 0xFFFFFFFFu);
+}
+TEST(GpuCombine, SlotOrderedSumSkipsMissingPairs) {
+  MXMOE_REQUIRE_SM90();
+  run_combine_case(false);
+}
+TEST(GpuCombine, SkipsSinglePairTokensWhenAsked) {
+  MXMOE_REQUIRE_SM90();
+  run_combine_case(true);
 }
 
 
@@ -520,7 +581,7 @@ void run_prologue_case(const PrologueCase& c) {
 
   struct Out {
     DevBuf<uint16_t> xq;
-    DevBuf<int32_t> rid, off, xrow, pos, scratch;
+    DevBuf<int32_t> rid, off, xrow, pos, otok, has, scratch;
     DevBuf<float> rw, roww, beta, lbeta;
   } sep, fused;
   for (Out* o : {&sep, &fused}) {
@@ -530,6 +591,8 @@ void run_prologue_case(const PrologueCase& c) {
     o->off.alloc(El + 1);
     o->xrow.alloc(P);
     o->pos.alloc(P);
+    o->otok.alloc(P);
+    o->has.alloc(El);
     o->roww.alloc(P);
     o->beta.alloc(El);
     o->lbeta.alloc(El);
@@ -541,6 +604,8 @@ void run_prologue_case(const PrologueCase& c) {
     CUDA_OK(cudaMemset(o->off.get(), 0xAB, (El + 1) * 4));
     CUDA_OK(cudaMemset(o->xrow.get(), 0xAB, P * 4));
     CUDA_OK(cudaMemset(o->pos.get(), 0xAB, P * 4));
+    CUDA_OK(cudaMemset(o->otok.get(), 0xAB, P * 4));
+    CUDA_OK(cudaMemset(o->has.get(), 0xAB, El * 4));
     CUDA_OK(cudaMemset(o->roww.get(), 0xAB, P * 4));
     CUDA_OK(cudaMemset(o->beta.get(), 0xAB, El * 4));
     CUDA_OK(cudaMemset(o->lbeta.get(), 0xAB, El * 4));
@@ -565,6 +630,8 @@ void run_prologue_case(const PrologueCase& c) {
   g.x_row = sep.xrow.get();
   g.row_weight = sep.roww.get();
   g.pair_pos = sep.pos.get();
+  g.out_token = sep.otok.get();
+  g.expert_has_out = sep.has.get();
   const char* failed = nullptr;
   CUDA_OK(smxx::launch_group(g, nullptr, &failed));
   CUDA_OK(smxx::launch_fill_params(pbp, 4.0f, plbp, 25.0f, c.start, El, sep.beta.get(),
@@ -606,6 +673,8 @@ void run_prologue_case(const PrologueCase& c) {
   a.x_row = fused.xrow.get();
   a.row_weight = fused.roww.get();
   a.pair_pos = fused.pos.get();
+  a.out_token = fused.otok.get();
+  a.expert_has_out = fused.has.get();
   a.per_expert_beta = pbp;
   a.beta = 4.0f;
   a.per_expert_linear_beta = plbp;
@@ -622,6 +691,8 @@ void run_prologue_case(const PrologueCase& c) {
   expect_same_bits(fused.xrow.download(), sep.xrow.download(), "x_row", c.name);
   expect_same_bits(fused.roww.download(), sep.roww.download(), "row_weight", c.name);
   expect_same_bits(fused.pos.download(), sep.pos.download(), "pair_pos", c.name);
+  expect_same_bits(fused.otok.download(), sep.otok.download(), "out_token", c.name);
+  expect_same_bits(fused.has.download(), sep.has.download(), "expert_has_out", c.name);
   expect_same_bits(fused.beta.download(), sep.beta.download(), "beta", c.name);
   expect_same_bits(fused.lbeta.download(), sep.lbeta.download(), "linear_beta", c.name);
   std::printf("[prologue] %s: T=%d k=%d E=%d local [%d, %d) %s routing: %d owned pairs, "
@@ -756,7 +827,7 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
           smxx::launch_group(g, st, &failed);
           smxx::launch_fill_params(nullptr, 4.0f, nullptr, 25.0f, 0, El, beta.get(), lbeta.get(),
                                    st);
-          smxx::launch_combine(y.get(), H, pos.get(), T, k, out.get(), H, st);
+          smxx::launch_combine(y.get(), H, pos.get(), T, k, out.get(), H, false, st);
         };
         const smxx::PrologueShape shape = smxx::prologue_plan(T, k, Et, El, gpu_route);
         ASSERT_TRUE(shape.ok);
@@ -792,7 +863,7 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
           a.beta_out = beta.get();
           a.linear_beta_out = lbeta.get();
           smxx::launch_prologue(a, shape, st);
-          smxx::launch_combine(y.get(), H, pos.get(), T, k, out.get(), H, st);
+          smxx::launch_combine(y.get(), H, pos.get(), T, k, out.get(), H, false, st);
         };
         const float ts = time_graph_us(separate, s, flush.get(), flush_bytes);
         const float tf = time_graph_us(fused, s, flush.get(), flush_bytes);

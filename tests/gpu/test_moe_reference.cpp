@@ -32,6 +32,26 @@ TEST(MoeEp56x3072, AllTokenCountsBothBackends) {
   }
 }
 
+// Real EP16 statistics (16 distinct experts of 896 per token, 56 local): ~38% of the tokens own
+// one local pair, which GEMM2 stores straight to out (smxx/gemm2_store.cuh), ~37% none (the
+// combine writes zeros), the rest several (the combine sums them): every path of the output,
+// through the fused prologue (T <= 256), the separate grouping and each GEMM2 kernel.
+TEST(MoeEp56x3072, UniformRoutingMixesSingleMultiAndNoPairTokens) {
+  MXMOE_REQUIRE_SM90();
+  auto g = make_gpu_layer(kE, kH, 3072, kK, 112, 56, 105);
+  ASSERT_TRUE(g);
+  for (int T : {1, 17, 1000, 8192}) {
+    CaseOptions c;
+    c.name = "ep56x3072 uniform";
+    c.T = T;
+    c.routing = Routing::kUniform;
+    c.sample = T <= 17 ? T : 6;
+    c.out_pad = T == 17 ? 4 : 0;  // out rows of H + 4 floats: still 16-byte stores
+    c.seed = 7000 + T;
+    run_case(*g, c);
+  }
+}
+
 // The FP8-tensor-core W4A8 GEMMs (opt-in: PrepareOptions::fp8_prefill_weights) end to end, at
 // a size where run_moe takes them (T x k >= 64 x all experts).
 TEST(MoeEp56x3072, Fp8PrefillPath) {

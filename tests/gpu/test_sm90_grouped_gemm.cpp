@@ -192,6 +192,18 @@ TEST(Sm90GroupedGemm, RejectsBadArguments) {
   q2 = p2;
   q2.y = nullptr;
   EXPECT_EQ(launch_gemm2(q2, num_sms(), 0), cudaErrorInvalidValue);
+  // out_token needs an out that takes 16-byte stores: set, aligned, stride >= H, % 4 == 0.
+  q2 = p2;
+  q2.out_token = reinterpret_cast<const int32_t*>(any.p);
+  EXPECT_EQ(launch_gemm2(q2, num_sms(), 0), cudaErrorInvalidValue);  // out null
+  q2.out = reinterpret_cast<float*>(any.p + 4);
+  q2.out_stride = 64;
+  EXPECT_EQ(launch_gemm2(q2, num_sms(), 0), cudaErrorInvalidValue);  // misaligned
+  q2.out = reinterpret_cast<float*>(any.p);
+  q2.out_stride = 66;
+  EXPECT_EQ(launch_gemm2(q2, num_sms(), 0), cudaErrorInvalidValue);  // stride % 4
+  q2.out_stride = 60;
+  EXPECT_EQ(launch_gemm2(q2, num_sms(), 0), cudaErrorInvalidValue);  // stride < H
   CUDA_OK(cudaDeviceSynchronize());
 }
 

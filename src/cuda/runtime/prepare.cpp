@@ -321,6 +321,7 @@ cudaError_t launch_w4a8_fp8_gemms(const PreparedWeights* w, const void* hidden, 
                                   const int32_t* expert_offsets, const int32_t* x_row,
                                   const float* row_weight, const float* beta,
                                   const float* linear_beta, void* xq_area, void* h_area, float* y,
+                                  const int32_t* out_token, float* out, int64_t out_stride,
                                   cudaStream_t stream, const char** failed) {
   const int T = num_tokens, H = w->hidden, I = w->intermediate;
   const size_t P = static_cast<size_t>(T) * top_k;
@@ -368,6 +369,9 @@ cudaError_t launch_w4a8_fp8_gemms(const PreparedWeights* w, const void* hidden, 
   g2.h_scales = h_scales;
   g2.row_weight = row_weight;
   g2.y = y;
+  g2.out_token = out_token;
+  g2.out = out;
+  g2.out_stride = out_stride;
   g2.g = gp;
   *failed = "sm90 fp8 gemm2";
   return sm90::launch_fp8_gemm2(g2, w->num_sms, stream);

@@ -60,13 +60,15 @@ bool use_w4a8_fp8(const PreparedWeights* w, Backend backend, int num_tokens, int
 
 // The FP8 W4A8 expert GEMMs: x (the caller's hidden states) -> MXFP8 codes + scales in xq_area
 // (>= T*H*33/32 bytes) -> GEMM1 + SiTU + MXFP8 into h_area (>= P*I*33/32 bytes, P = T*top_k)
-// -> GEMM2 x row weight into y [P, H]. The grouped problem (offsets, x_row, row_weight) and the
-// local beta arrays come from run_moe's grouping. *failed names the failing launch.
+// -> GEMM2 x row weight into y [P, H] (or, with out_token, out's rows: Gemm2Params). The grouped
+// problem (offsets, x_row, row_weight, out_token) and the local beta arrays come from run_moe's
+// grouping. *failed names the failing launch.
 cudaError_t launch_w4a8_fp8_gemms(const PreparedWeights* w, const void* hidden, bool hidden_f32,
                                   int64_t hidden_stride, int num_tokens, int top_k,
                                   const int32_t* expert_offsets, const int32_t* x_row,
                                   const float* row_weight, const float* beta,
                                   const float* linear_beta, void* xq_area, void* h_area, float* y,
+                                  const int32_t* out_token, float* out, int64_t out_stride,
                                   cudaStream_t stream, const char** failed);
 
 }  // namespace mxmoe

@@ -4,7 +4,8 @@
 //   [quantize (x -> BF16 / MXFP8-as-BF16); skipped for W4A16 on 16-byte BF16 rows, which GEMM1
 //   reads in place] -> [route_kimi] -> group (EP filter, stable sort by
 //   expert) -> fill_params (local beta arrays) -> sm90 GEMM1 (+ SiTU, + requant) -> sm90 GEMM2
-//   (x routing weight) -> combine (slot-ordered fp32 sum per token).
+//   (x routing weight; a token that owns one local pair straight into out) -> combine
+//   (slot-ordered fp32 sum per token, for the other tokens).
 // At decode sizes (smxx::prologue_plan: T * k <= 4096 and the shared-memory bounds, decided
 // from host sizes) everything before GEMM1 is ONE launch, smxx/prologue.cu, with bit-identical
 // outputs; otherwise the separate kernels run. Every glue kernel is launched with PDL
@@ -16,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -30,6 +32,10 @@ namespace mxmoe {
 namespace {
 
 constexpr size_t kAlign = 256;
+// Below this expected share of single-pair tokens the direct GEMM2 stores are not used: at
+// TP8 x EP4 (5%) the grouping's and GEMM2's extra work cost ~1.5-2% end to end for nothing
+// (bench/NOTES.md G round 5).
+constexpr double kDirectMinSingleShare = 0.2;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // The workspace's pieces, carved in this order from one buffer.
@@ -42,6 +48,8 @@ struct Carve {
   int32_t* x_row;      // [P]
   float* row_weight;   // [P]
   int32_t* pair_pos;   // [P]
+  int32_t* out_token;  // [P]
+  int32_t* expert_has_out;  // [E]
   float* beta;         // [E]
   float* linear_beta;  // [E]
   __nv_bfloat16* h;    // [P, I]
@@ -69,6 +77,8 @@ Carve carve(const PreparedWeights* w, int max_tokens, int top_k, char* base) {
   c.x_row = reinterpret_cast<int32_t*>(take(P * 4));
   c.row_weight = reinterpret_cast<float*>(take(P * 4));
   c.pair_pos = reinterpret_cast<int32_t*>(take(P * 4));
+  c.out_token = reinterpret_cast<int32_t*>(take(P * 4));
+  c.expert_has_out = reinterpret_cast<int32_t*>(take(E * 4));
   c.beta = reinterpret_cast<float*>(take(E * 4));
   c.linear_beta = reinterpret_cast<float*>(take(E * 4));
   c.h = reinterpret_cast<__nv_bfloat16*>(take(P * I * 2));
@@ -167,6 +177,17 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
   // costs a full read + write of x (~45 us at T = 16384).
   const bool x_direct = !shape.ok && !w4a8 && p.hidden_dtype == InputDType::kBf16 &&
                         x_stride % 8 == 0 && aligned(p.hidden, 16);
+  // GEMM2 stores the out rows of tokens that own one local pair itself (16-byte stores), and the
+  // combine skips them (smxx/gemm2_store.cuh), when enough tokens are expected to own exactly
+  // one local pair to pay for the grouping's extra work: about k q (1 - q)^(k - 1) of them for
+  // a rank holding q of the experts (EP16 of Kimi-K3: 38%; TP8 x EP4, q = 1/4: 5%; a whole
+  // layer: none). Host sizes only, so a captured graph keeps its path.
+  const double q = static_cast<double>(E) / std::max(1, w->num_experts_total);
+  const double single_share = k * q * std::pow(1.0 - q, k - 1);
+  int32_t* const out_token =
+      single_share >= kDirectMinSingleShare && aligned(p.out, 16) && out_stride % 4 == 0
+          ? c.out_token
+          : nullptr;
   cudaError_t e = cudaSuccess;
   if (shape.ok) {
     if (shape.route_first) {
@@ -202,6 +223,8 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     a.x_row = c.x_row;
     a.row_weight = c.row_weight;
     a.pair_pos = c.pair_pos;
+    a.out_token = out_token;
+    a.expert_has_out = c.expert_has_out;
     a.per_expert_beta = p.per_expert_beta;
     a.beta = p.beta;
     a.per_expert_linear_beta = p.per_expert_linear_beta;
@@ -234,6 +257,8 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     g.x_row = c.x_row;
     g.row_weight = c.row_weight;
     g.pair_pos = c.pair_pos;
+    g.out_token = out_token;
+    g.expert_has_out = c.expert_has_out;
     const char* failed = nullptr;
     e = smxx::launch_group(g, stream, &failed);
     if (e != cudaSuccess) return launch_failed(failed ? failed : "group", e);
@@ -248,7 +273,7 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     const char* fp8_failed = "sm90 fp8";
     e = launch_w4a8_fp8_gemms(w, p.hidden, p.hidden_dtype == InputDType::kF32, x_stride, T, k,
                               c.offsets, c.x_row, c.row_weight, c.beta, c.linear_beta, c.xq, c.h,
-                              c.y, stream, &fp8_failed);
+                              c.y, out_token, p.out, out_stride, stream, &fp8_failed);
     if (e != cudaSuccess) return launch_failed(fp8_failed, e);
   } else {
     sm90::GroupedProblem gp;
@@ -285,13 +310,18 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     g2.h = c.h;
     g2.row_weight = c.row_weight;
     g2.y = c.y;
+    g2.out_token = out_token;
+    g2.expert_has_out = out_token ? c.expert_has_out : nullptr;
+    g2.out = p.out;
+    g2.out_stride = out_stride;
     g2.small_scales = w->w2_small_scales;
     g2.g = gp;
     e = sm90::launch_gemm2(g2, w->num_sms, stream);
     if (e != cudaSuccess) return launch_failed("sm90 gemm2", e);
   }
 
-  e = smxx::launch_combine(c.y, H, c.pair_pos, T, k, p.out, out_stride, stream);
+  e = smxx::launch_combine(c.y, H, c.pair_pos, T, k, p.out, out_stride, out_token != nullptr,
+                           stream);
   if (e != cudaSuccess) return launch_failed("combine", e);
   return Status::Ok();
 }

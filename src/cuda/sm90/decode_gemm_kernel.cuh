@@ -316,15 +316,17 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
       }
     }
   } else {
-    // ---- GEMM2: y = row_weight * acc ----
+    // ---- GEMM2: y (or out) = row_weight * acc ----
     // Each thread stores 16 bytes of two token rows; their weights are loaded before the
     // staging barrier, so the load's latency hides behind it.
     constexpr int kStores = kBN * 16 / kThreads;
     float rw[kStores];
+    int ot[kStores];
 #pragma unroll
     for (int k = 0; k < kStores; ++k) {
       const int c = (tid + k * kThreads) >> 4;
       rw[k] = c < ti.nrows ? p.row_weight[ti.p0 + c] : 0.0f;
+      ot[k] = c < ti.nrows ? smxx::gemm2_out_token(p.out_token, ti.p0 + c) : -1;
     }
     float* sY = reinterpret_cast<float*>(smem + L::kOut);
 #pragma unroll
@@ -338,8 +340,9 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
       const int idx = tid + k * kThreads;
       const int c = idx >> 4, part = idx & 15;
       if (c < ti.nrows) {
-        *reinterpret_cast<float4*>(p.y + static_cast<int64_t>(ti.p0 + c) * p.M + 64 * ti.mt +
-                                   4 * part) = smxx::weighted4(sY + c * kY2Pitch + 4 * part, rw[k]);
+        float* row = smxx::gemm2_row(p.y, p.M, p.out, p.out_stride, ot[k], ti.p0 + c);
+        *reinterpret_cast<float4*>(row + 64 * ti.mt + 4 * part) =
+            smxx::weighted4(sY + c * kY2Pitch + 4 * part, rw[k], smxx::gemm2_bias(ot[k]));
       }
     }
   }

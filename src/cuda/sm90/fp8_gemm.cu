@@ -153,6 +153,9 @@ cudaError_t launch_fp8_gemm2(const Fp8Gemm2Params& p, int num_sms, cudaStream_t 
       !aligned(p.h_codes, 16) || !aligned(p.h_scales, 4) || !aligned(p.y, 16)) {
     return cudaErrorInvalidValue;
   }
+  if (p.out_token &&
+      (!p.out || !aligned(p.out, 16) || p.out_stride < p.H || p.out_stride % 4 != 0))
+    return cudaErrorInvalidValue;
   fp8::Args a{};
   a.w = p.w.w;
   a.row_exp = p.w.row_exp;
@@ -166,6 +169,9 @@ cudaError_t launch_fp8_gemm2(const Fp8Gemm2Params& p, int num_sms, cudaStream_t 
   a.act_row = nullptr;
   a.row_weight = p.row_weight;
   a.y = p.y;
+  a.out_token = p.out_token;
+  a.out = p.out_token ? p.out : nullptr;
+  a.out_stride = p.out_token ? p.out_stride : 0;
   a.offsets = p.g.expert_offsets;
   a.num_experts = p.g.num_experts;
   a.max_rows = p.g.max_rows;

@@ -47,7 +47,8 @@ struct Fp8Gemm1Params {
   int warpgroups = 0;  // consumer warpgroups per CTA: 0 = auto (2 when 2I % 128 == 0), 1, 2
 };
 
-// y[p, :] = row_weight[p] * (W2_e . h_p), fp32 [max_rows, H].
+// y[p, :] = row_weight[p] * (W2_e . h_p), fp32 [max_rows, H]; out_token as in Gemm2Params
+// (grouped_gemm.h).
 struct Fp8Gemm2Params {
   Fp8WeightsView w;                    // w2 [H, I] per expert
   int H = 0, I = 0;
@@ -55,6 +56,9 @@ struct Fp8Gemm2Params {
   const uint8_t* h_scales = nullptr;
   const float* row_weight = nullptr;
   float* y = nullptr;
+  const int32_t* out_token = nullptr;
+  float* out = nullptr;
+  int64_t out_stride = 0;
   GroupedProblem g;
   int warpgroups = 0;  // 0 = auto (2 when H % 128 == 0), 1, 2
 };

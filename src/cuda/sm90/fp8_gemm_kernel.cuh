@@ -63,9 +63,20 @@ struct Args {
   const uint8_t* act;         // codes [*, K]
   const uint8_t* act_scales;  // [*, K/32]
   const int32_t* act_row;     // GEMM1: x_row; GEMM2: null
-  const float* beta;
-  const float* linear_beta;
-  uint8_t* h;                 // [max_rows, M/2]
+  // GEMM1: beta, linear_beta, h. GEMM2's out_token, out_stride and out share their slots, so
+  // the struct keeps its GEMM1 layout (as sm90::KernelArgs does, grouped_gemm_kernel.cuh).
+  union {
+    const float* beta;
+    const int32_t* out_token;  // GEMM2: null, or [max_rows]: row p goes to out's row
+  };                           // out_token[p] when that is >= 0 (smxx/gemm2_store.cuh)
+  union {
+    const float* linear_beta;
+    int64_t out_stride;        // GEMM2, elements
+  };
+  union {
+    uint8_t* h;                // [max_rows, M/2]
+    float* out;                // GEMM2
+  };
   uint8_t* h_scales;          // [max_rows, M/64]
   const float* row_weight;
   float* y;                   // [max_rows, M]
@@ -337,7 +348,7 @@ __global__ void __launch_bounds__(WGS * kWarpgroup, min_blocks(BN, WGS))
         }
       }
     } else {
-      // ---- GEMM2 epilogue: y = row_weight * acc ----
+      // ---- GEMM2 epilogue: y (or out) = row_weight * acc ----
       float* sY = reinterpret_cast<float*>(smem);
 #pragma unroll
       for (int i = 0; i < NA; ++i) {
@@ -349,9 +360,10 @@ __global__ void __launch_bounds__(WGS * kWarpgroup, min_blocks(BN, WGS))
         const int c = idx / (16 * WGS), part = idx % (16 * WGS);
         if (c < nrows) {
           const float w = p.row_weight[p0 + c];
-          *reinterpret_cast<float4*>(p.y + static_cast<int64_t>(p0 + c) * p.M +
-                                     64 * mt64_base + 4 * part) =
-              smxx::weighted4(sY + c * kYPitch + 4 * part, w);
+          const int ot = smxx::gemm2_out_token(p.out_token, p0 + c);
+          float* row = smxx::gemm2_row(p.y, p.M, p.out, p.out_stride, ot, p0 + c);
+          *reinterpret_cast<float4*>(row + 64 * mt64_base + 4 * part) =
+              smxx::weighted4(sY + c * kYPitch + 4 * part, w, smxx::gemm2_bias(ot));
         }
       }
     }

@@ -10,6 +10,7 @@
 // Limitations: num_experts <= kMaxExperts (the per-CTA tile prefix lives in shared memory).
 #include "sm90/grouped_gemm.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -161,6 +162,9 @@ cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream)
       !aligned16(p.h) || !aligned16(p.y)) {
     return cudaErrorInvalidValue;
   }
+  if (p.out_token && (!p.out || !aligned16(p.out) || p.out_stride < p.H || p.out_stride % 4 != 0 ||
+                      p.out_stride > INT32_MAX))
+    return cudaErrorInvalidValue;
   KernelArgs a{};
   a.w_packed = p.w_packed;
   a.w_scales = p.w_scales;
@@ -172,6 +176,10 @@ cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream)
   a.row_weight = p.row_weight;
   a.small_scales = p.small_scales ? 1 : 0;
   a.y = p.y;
+  a.out_token = p.out_token;
+  a.expert_has_out = p.out_token ? p.expert_has_out : nullptr;
+  a.out = p.out_token ? p.out : nullptr;
+  a.out_stride = p.out_token ? static_cast<int>(p.out_stride) : 0;
   a.offsets = p.g.expert_offsets;
   a.num_experts = p.g.num_experts;
   a.max_rows = p.g.max_rows;

@@ -74,7 +74,9 @@ struct Gemm1Params {
   GroupedProblem g;
 };
 
-// y[p, :] = row_weight[p] * (W2_e . h_p), fp32.
+// y[p, :] = row_weight[p] * (W2_e . h_p), fp32. With out_token, a row p whose out_token[p] is
+// t >= 0 goes to out[t, :] instead, as the combine would have written it (+0 + y: -0 becomes
+// +0; smxx/gemm2_store.cuh), and y's row p is not written; the caller's combine then skips t.
 struct Gemm2Params {
   const uint8_t* w_packed = nullptr;  // num_experts prepacked w2 [H, I]
   const uint8_t* w_scales = nullptr;
@@ -82,14 +84,22 @@ struct Gemm2Params {
   const __nv_bfloat16* h = nullptr;   // device [max_rows, I]
   const float* row_weight = nullptr;  // device [max_rows]
   float* y = nullptr;                 // device [max_rows, H]
+  const int32_t* out_token = nullptr; // device [max_rows], or null: every row to y
+  // With out_token, optional: [num_experts], nonzero when any of the expert's rows goes to out
+  // (the grouping's expert_has_out); lets the warp-specialized kernel keep its plain epilogue
+  // for the other experts' tiles. Null: every tile takes the out-capable epilogue.
+  const int32_t* expert_has_out = nullptr;
+  float* out = nullptr;               // 16-byte aligned, rows of out_stride (a multiple of 4,
+  int64_t out_stride = 0;             // >= H, < 2^31) floats; needed only with out_token
   bool small_scales = false;          // as in Gemm1Params
   GroupedProblem g;
 };
 
 // num_sms: the device's multiprocessor count (read once by the runtime, not per call).
 // Both return cudaErrorInvalidValue, launching nothing, for bad shapes (rows or k not multiples of
-// 64, I % 32 for GEMM1), null or not 16-byte aligned pointers (w_packed, x, h, y), x_stride < K
-// or not a multiple of 8, or a bad tile_n; cudaSuccess with no launch when max_rows or num_experts
+// 64, I % 32 for GEMM1), null or not 16-byte aligned pointers (w_packed, x, h, y; out when
+// out_token is given, with out_stride < H, >= 2^31 or not a multiple of 4), x_stride < K or not a
+// multiple of 8, or a bad tile_n; cudaSuccess with no launch when max_rows or num_experts
 // is 0; otherwise the launch's cudaGetLastError(). Rows outside [0, max_rows) are never touched.
 cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream);
 cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream);

@@ -55,11 +55,24 @@ struct KernelArgs {
   const __nv_bfloat16* act;      // B operand rows
   int64_t act_stride;            // elements
   const int32_t* act_row;        // GEMM1: x_row; GEMM2: null (row p is h row p)
-  // GEMM1
-  const float* beta;
-  const float* linear_beta;
+  // GEMM1: beta, linear_beta, mxfp8_out, h. GEMM2's out_token and out share slots with them and
+  // out_stride takes the tail padding, so the struct keeps the size and layout it had before
+  // GEMM2 got them: three fields appended moved the warp-specialized kernel's trailing
+  // parameters, and ptxas then scheduled its (unchanged) GEMM1 differently, 4.5% slower
+  // (bench/NOTES.md G round 5).
+  union {
+    const float* beta;
+    const int32_t* out_token;    // GEMM2: null, or [max_rows]: row p goes to out's row
+  };                             // out_token[p] when that is >= 0 (smxx/gemm2_store.cuh)
+  union {
+    const float* linear_beta;
+    const int32_t* expert_has_out;  // GEMM2 with out_token: [num_experts] any row to out?
+  };                                // (null: assume yes)
   int mxfp8_out;
-  __nv_bfloat16* h;              // [max_rows, M / 2]
+  union {
+    __nv_bfloat16* h;            // [max_rows, M / 2]
+    float* out;                  // GEMM2
+  };
   // GEMM2
   const float* row_weight;
   float* y;                      // [max_rows, M]
@@ -68,12 +81,14 @@ struct KernelArgs {
   int num_experts;
   int max_rows;
   int small_scales;  // every weight scale <= 2^1 (Gemm1Params::small_scales)
+  int out_stride;    // GEMM2 with out_token: out's row stride in elements
 };
 
 inline size_t kernel_smem_bytes(int bn, int num_experts) {
-  // 1024 for aligning the swizzled tiles, the stages, the prefix of tile counts, the MX amax.
+  // 1024 for aligning the swizzled tiles, the stages, the prefix of tile counts, the MX amax
+  // (GEMM1) or the GEMM2 column table (16-byte aligned: + 16).
   return 1024 + static_cast<size_t>(kStages) * bn * 128 + (num_experts + 1 + 32) * 4 +
-         4 * bn * 4;
+         4 * bn * 4 + 16;
 }
 
 // Expands one thread's prepacked fragment of a 64-K step into 16 BF16x2 A registers
@@ -310,7 +325,20 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
         }
       }
     } else {
-      // ---- GEMM2 epilogue: y = row_weight * acc ----
+      // ---- GEMM2 epilogue: y (or out) = row_weight * acc ----
+      // Each token column's weight, bias and destination row (smxx/gemm2_store.cuh) once per
+      // CTA into a table in the MX amax space (unused by GEMM2), so the 16 threads that store
+      // a column read them from shared memory instead of two global loads per 16-byte store
+      // (which the compiler cannot hoist above the previous store: y may alias them).
+      const uint32_t sCol = (ptx::smem_addr(sAmax) + 15u) & ~15u;  // [BN] x 16 B
+      for (int c = tid; c < BN && c < nrows; c += kWarpgroup) {
+        const int ot = smxx::gemm2_out_token(p.out_token, p0 + c);
+        const uint64_t row = reinterpret_cast<uint64_t>(
+            smxx::gemm2_row(p.y, p.M, p.out, p.out_stride, ot, p0 + c) + 64 * mt);
+        ptx::sts_v4_b32(sCol + 16 * c, __float_as_uint(p.row_weight[p0 + c]),
+                        __float_as_uint(smxx::gemm2_bias(ot)), static_cast<uint32_t>(row),
+                        static_cast<uint32_t>(row >> 32));
+      }
       float* sY = reinterpret_cast<float*>(smem);
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) {
@@ -321,9 +349,11 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
       for (int idx = tid; idx < BN * 16; idx += kWarpgroup) {
         const int c = idx >> 4, part = idx & 15;
         if (c < nrows) {
-          *reinterpret_cast<float4*>(p.y + static_cast<int64_t>(p0 + c) * p.M + 64 * mt +
-                                     4 * part) =
-              smxx::weighted4(sY + c * kY2Pitch + 4 * part, p.row_weight[p0 + c]);
+          const uint4 e = ptx::lds_v4_b32(sCol + 16 * c);
+          float* row = reinterpret_cast<float*>((static_cast<uint64_t>(e.w) << 32) | e.z);
+          ptx::stg_v4_f32(row + 4 * part, smxx::weighted4(sY + c * kY2Pitch + 4 * part,
+                                                          __uint_as_float(e.x),
+                                                          __uint_as_float(e.y)));
         }
       }
     }

@@ -35,7 +35,9 @@
 //  GEMM2 each (token, hidden) once as fp32; every output element has exactly one writer and
 //  there are no atomics, so results are bit-identical run to run. The MX amax of a token's 32
 //  intermediates spans the consumer's 4 warps: shuffles, then shared memory and a named barrier
-//  of that consumer's 128 threads.
+//  of that consumer's 128 threads. GEMM2 rows whose token owns no other pair go to out instead
+//  of y (smxx/gemm2_store.cuh); tiles of experts that have such rows (the grouping's flag) take
+//  an epilogue that first tabulates each column's weight and row address in the same scratch.
 // Limitations: the activation tile is gathered by cp.async (no TMA, since GEMM1's rows are
 //  scattered through act_row); weights go to registers (no smem staging); the unit list needs
 //  max_rows / cap + num_experts ints of shared memory (the launcher falls back to
@@ -88,7 +90,8 @@ constexpr int kWsMaxStages = 8;
 constexpr int kWsProducerRegs = 56, kWsConsumerRegs = 224;  // 128*56 + 256*224 = 384*168
 constexpr int kWsExpertBits = 14;  // unit = (k << 14) | expert: num_experts <= 16384
 constexpr int kWsScanInts = (kWsThreads / 32) * kWsClasses + 16;
-constexpr int kWsAmaxBytes = 2 * 4 * kWsMaxTileN * 4;  // [consumer][warp][token] floats
+// GEMM1 MX amax: [consumer][warp][token] floats; GEMM2: [consumer][token] 16-byte entries.
+constexpr int kWsAmaxBytes = 2 * 4 * kWsMaxTileN * 4;
 
 // Shared memory after the 1024-byte alignment: slots, full/empty barriers, MX amax, scan
 // scratch, the unit list (max_units ints).
@@ -283,12 +286,16 @@ struct WsTileRunner {
     for (int i = 0; i < N / 2; ++i) d[i] = 0.0f;
     uint32_t a[2][16];
     int prev_slot = 0;
-    // GEMM1: the expert's SiTU betas, loaded now so the epilogue does not wait on them (two
-    // dependent L2 round trips per tile otherwise; bench/NOTES.md P round 9).
+    // GEMM1: the expert's SiTU betas; GEMM2: its out flag. Loaded now so the epilogue does not
+    // wait on them (dependent L2 round trips per tile otherwise; bench/NOTES.md P round 9).
     float beta_e = 0.0f, linear_beta_e = 0.0f;
+    bool any_out = false;  // GEMM2: may a token column of this tile go to out?
     if constexpr (kGemm1) {
       beta_e = p.beta[T.e];
       linear_beta_e = p.linear_beta[T.e];
+    } else {
+      any_out = p.out_token != nullptr &&
+                (p.expert_has_out == nullptr || p.expert_has_out[T.e] != 0);
     }
     // One 64-K step on weight buffer B: expand step kb's fragment, fetch step kb + 2's (or the
     // next tile's first steps), 4 wgmmas on the slot, then free the previous step's slot.
@@ -396,26 +403,72 @@ struct WsTileRunner {
         }
       }
     } else {
-      // ---- GEMM2 epilogue: y = row_weight * acc ----
-      // This thread's N / 4 token columns' weights, all loaded before the first store: y and
-      // row_weight may alias for the compiler, which otherwise reloads a weight after every
-      // store and waits on each load in turn. (Loading them before the last wgmma wait, as the
-      // betas are, measured no faster and spilled: bench/NOTES.md P round 9.)
-      float rw[N / 4];
+      // ---- GEMM2 epilogue: y (or out) = row_weight * acc ----
+      // any_out (loaded with the tile, before the mainloop): the grouping's flag for the
+      // expert. A per-tile vote over out_token here (ceil(N / 32) loads per lane, one more L2
+      // round trip per tile) was slower at TP8xEP4, where no row goes to out, and loaded
+      // together with the weights below it spilled (bench/NOTES.md G round 5).
+      if (!any_out) {  // every column to y
+        // This thread's N / 4 token columns' weights, all loaded before the first store: y and
+        // row_weight may alias for the compiler, which otherwise reloads a weight after every
+        // store and waits on each load in turn. (Loading them before the last wgmma wait, as
+        // the betas are, measured no faster and spilled: P round 9.)
+        float rw[N / 4];
 #pragma unroll
-      for (int j = 0; j < N / 4; ++j) {
-        const int col = 8 * (j >> 1) + 2 * t + (j & 1);
-        rw[j] = col < T.nrows ? p.row_weight[T.p0 + col] : 0.0f;
+        for (int j = 0; j < N / 4; ++j) {
+          const int col = 8 * (j >> 1) + 2 * t + (j & 1);
+          rw[j] = col < T.nrows ? p.row_weight[T.p0 + col] : 0.0f;
+        }
+        float* ycol = p.y + 64 * mt + 16 * warp + g;
+#pragma unroll
+        for (int i = 0; i < N / 2; ++i) {
+          const int col = 8 * (i >> 2) + 2 * t + (i & 1);
+          if (col < T.nrows) {
+            const int64_t row = T.p0 + col;
+            ycol[row * p.M + 8 * ((i >> 1) & 1)] = d[i] * rw[2 * (i >> 2) + (i & 1)];
+          }
+        }
+        return;
       }
-      float* ycol = p.y + 64 * mt + 16 * warp + g;
-#pragma unroll
-      for (int i = 0; i < N / 2; ++i) {
-        const int col = 8 * (i >> 2) + 2 * t + (i & 1);
+      // Some columns to out: each column's weight, bias and destination row are worked out once
+      // per consumer (one or two columns per thread) into this consumer's MX amax scratch
+      // (unused by GEMM2; 16 B per column, 3 KB at N = 192), then read back 8 columns at a time
+      // (8 LDS.128 in flight) for the stores. Holding N / 4 out_tokens beside the weights in
+      // registers spilled ~0.5 KB, and an address select per element made the epilogue slower
+      // (bench/NOTES.md G round 5).
+      const uint32_t sCol = c.sAmax;  // [kWsMaxTileN] x {weight, bias, row address lo, hi}
+      for (int col = 32 * warp + c.lane; col < N; col += kWarpgroup) {
+        float w = 0.0f;
+        int ot = -1;
         if (col < T.nrows) {
-          const int64_t row = T.p0 + col;
-          ycol[row * p.M + 8 * ((i >> 1) & 1)] = d[i] * rw[2 * (i >> 2) + (i & 1)];
+          w = p.row_weight[T.p0 + col];
+          ot = p.out_token[T.p0 + col];
+        }
+        const uint64_t row = reinterpret_cast<uint64_t>(
+            smxx::gemm2_row(p.y, p.M, p.out, p.out_stride, ot, T.p0 + col));
+        ptx::sts_v4_b32(sCol + 16 * col, __float_as_uint(w), __float_as_uint(smxx::gemm2_bias(ot)),
+                        static_cast<uint32_t>(row), static_cast<uint32_t>(row >> 32));
+      }
+      ptx::named_barrier(1 + c.cw, kWarpgroup);
+      const int m0 = 64 * mt + 16 * warp + g;
+#pragma unroll
+      for (int j0 = 0; j0 < N / 4; j0 += 8) {
+        uint4 c4[8];  // column 8 (j / 2) + 2 t + j % 2 holds d[4 (j / 2) + j % 2 + {0, 2}]
+#pragma unroll
+        for (int j = j0; j < j0 + 8 && j < N / 4; ++j)
+          c4[j - j0] = ptx::lds_v4_b32(sCol + 16 * (8 * (j >> 1) + 2 * t + (j & 1)));
+#pragma unroll
+        for (int j = j0; j < j0 + 8 && j < N / 4; ++j) {
+          const uint4 e = c4[j - j0];
+          const float w = __uint_as_float(e.x), bias = __uint_as_float(e.y);
+          float* row = reinterpret_cast<float*>((static_cast<uint64_t>(e.w) << 32) | e.z) + m0;
+          const int i = 4 * (j >> 1) + (j & 1);
+          ptx::stg2_f32_if(row, smxx::gemm2_value(d[i], w, bias),
+                           smxx::gemm2_value(d[i + 2], w, bias),
+                           8 * (j >> 1) + 2 * t + (j & 1) < T.nrows);
         }
       }
+      ptx::named_barrier(1 + c.cw, kWarpgroup);  // read out before the next tile writes it
     }
   }
 };

@@ -98,6 +98,20 @@ __device__ __forceinline__ int lds_s32(uint32_t addr) {
 __device__ __forceinline__ void sts_f32(uint32_t addr, float v) {
   asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
 }
+__device__ __forceinline__ void sts_v4_b32(uint32_t addr, uint32_t a, uint32_t b, uint32_t c,
+                                           uint32_t d) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c),
+               "r"(d)
+               : "memory");
+}
+__device__ __forceinline__ uint4 lds_v4_b32(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
 // Brings the 128-byte line holding p into L2 (no register, no completion to wait for).
 __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
@@ -257,6 +271,21 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 // A barrier of `count` threads (a multiple of 32) on hardware barrier `id` (0 is __syncthreads).
 __device__ __forceinline__ void named_barrier(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+// 16-byte global store through a pointer the compiler cannot prove global (rebuilt from a
+// shared-memory table): st.global instead of a generic store.
+__device__ __forceinline__ void stg_v4_f32(float* p, float4 v) {
+  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v.x), "f"(v.y),
+               "f"(v.z), "f"(v.w)
+               : "memory");
+}
+// p[0] = a and p[8] = b (fp32, global) when pred; predicated, so a loop of them has no branches.
+__device__ __forceinline__ void stg2_f32_if(float* p, float a, float b, bool pred) {
+  asm volatile(
+      "{\n.reg .pred P;\nsetp.ne.u32 P, %3, 0;\n@P st.global.f32 [%0], %1;\n"
+      "@P st.global.f32 [%0+32], %2;\n}\n" ::"l"(p),
+      "f"(a), "f"(b), "r"(static_cast<uint32_t>(pred))
+      : "memory");
 }
 // Arrives on named barrier `id` without waiting (the waiting side uses bar.sync, same count).
 __device__ __forceinline__ void named_barrier_arrive(int id, int count) {

@@ -9,7 +9,9 @@
 // token loop, so a decode step (T = 1) spreads its reads over H / 128 CTAs and a prefill pass
 // is a few waves of CTAs (one CTA per token and slice was CTA-launch bound: ~2 KB per CTA,
 // ~160 us at T = 16384 on the H200, bench/NOTES.md G round 2). No atomics, so runs are
-// bit-identical, and every output row is written (a token with no owned expert gets zeros).
+// bit-identical, and every output row is written (a token with no owned expert gets zeros),
+// except, with skip_single, the rows of tokens that own exactly one pair: GEMM2 stored those
+// (smxx/gemm2_store.cuh), bit for bit what this sum would give.
 // Layouts: y [rows, H] contiguous (sorted pair rows); out row t at out + t * out_stride.
 // Launched with PDL (smxx/pdl.cuh): waits before reading y / pair_pos.
 // Limitations: k <= 64 (two ballots of 32 slots).
@@ -29,7 +31,7 @@ constexpr int kMaxCtas = 2048;       // grid cap: a few waves; tokens beyond loo
 template <bool kVec>
 __global__ void __launch_bounds__(kWarps * 32)
     combine_kernel(const float* y, int H, const int32_t* pair_pos, int T, int k, float* out,
-                   int64_t out_stride) {
+                   int64_t out_stride, bool skip_single) {
   pdl::wait();
   pdl::launch_dependents();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -37,10 +39,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int n = max(0, min(kCols, H - c0));
   for (int t = blockIdx.x * kWarps + warp; t < T; t += gridDim.x * kWarps) {
     const int32_t* pp = pair_pos + static_cast<size_t>(t) * k;
+    const int32_t mine_lo = lane < k ? pp[lane] : -1;            // slots 0..31
+    const int32_t mine_hi = 32 + lane < k ? pp[32 + lane] : -1;  // slots 32..63
+    const unsigned live_lo = __ballot_sync(0xFFFFFFFFu, mine_lo >= 0);
+    const unsigned live_hi = __ballot_sync(0xFFFFFFFFu, mine_hi >= 0);
+    if (skip_single && __popc(live_lo) + __popc(live_hi) == 1) continue;  // GEMM2 wrote it
     float acc[kCols] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int j0 = 0; j0 < k; j0 += 32) {  // slots in ascending order
-      const int32_t mine = j0 + lane < k ? pp[j0 + lane] : -1;
-      for (unsigned live = __ballot_sync(0xFFFFFFFFu, mine >= 0); live != 0u; live &= live - 1u) {
+    for (int half = 0; half < 2; ++half) {  // slots in ascending order
+      const int32_t mine = half == 0 ? mine_lo : mine_hi;
+      for (unsigned live = half == 0 ? live_lo : live_hi; live != 0u; live &= live - 1u) {
         const int p = __shfl_sync(0xFFFFFFFFu, mine, __ffs(live) - 1);
         const float* src = y + static_cast<size_t>(p) * H + c0;
         if constexpr (kVec) {
@@ -79,7 +86,7 @@ __global__ void fill_params_kernel(const float* per_a, float a, const float* per
 }  // namespace
 
 cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T, int k,
-                           float* out, int64_t out_stride, cudaStream_t stream) {
+                           float* out, int64_t out_stride, bool skip_single, cudaStream_t stream) {
   if (T <= 0) return cudaSuccess;
   if (k <= 0 || k > 64) return cudaErrorInvalidValue;
   const bool vec = H % kCols == 0 && out_stride % kCols == 0 &&
@@ -89,9 +96,9 @@ cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T
   const int groups = std::min((T + kWarps - 1) / kWarps, std::max(1, kMaxCtas / slices));
   const dim3 grid(groups, slices);
   return vec ? pdl::launch_pdl(combine_kernel<true>, grid, dim3(kWarps * 32), 0, stream, y, H,
-                               pair_pos, T, k, out, out_stride)
+                               pair_pos, T, k, out, out_stride, skip_single)
              : pdl::launch_pdl(combine_kernel<false>, grid, dim3(kWarps * 32), 0, stream, y, H,
-                               pair_pos, T, k, out, out_stride);
+                               pair_pos, T, k, out, out_stride, skip_single);
 }
 
 cudaError_t launch_fill_params(const float* per_expert_a, float scalar_a, const float* per_expert_b,

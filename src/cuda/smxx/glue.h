@@ -10,7 +10,8 @@
 //              weights = s / sum(chosen s) * scaling.
 //   group    : the EP filter and a stable counting sort of the T*k pairs by local expert, i.e. the
 //              pair list ordered by (expert, token, slot).
-//   combine  : out[t] = sum over j in order of y[pair_pos[t*k + j]] (skipping -1), fp32.
+//   combine  : out[t] = sum over j in order of y[pair_pos[t*k + j]] (skipping -1), fp32; tokens
+//              with one owned pair can be left to GEMM2 (group's out_token).
 //   prologue : quantize + [route] + group + fill_params fused in one launch for decode sizes,
 //              bit-identical outputs.
 // Every kernel is launched with PDL (smxx/pdl.cuh) and waits for its predecessor first.
@@ -60,13 +61,18 @@ struct GroupArgs {
   int32_t* x_row = nullptr;           // [T*k] token of sorted row p (rows < offsets[E] valid)
   float* row_weight = nullptr;        // [T*k]
   int32_t* pair_pos = nullptr;        // [T*k] sorted row of pair t*k+j, or -1
+  int32_t* out_token = nullptr;       // null, or [T*k]: token of row p if it owns no other pair,
+                                      // else -1 (GEMM2 writes such tokens' out rows itself)
+  int32_t* expert_has_out = nullptr;  // with out_token: [expert_count], 1 if any of the
+                                      // expert's rows has out_token >= 0, else 0
 };
 // Returns the first failing launch; *failed_kernel names it.
 cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** failed_kernel);
 
 // ---- combine.cu ----
+// skip_single: tokens that own exactly one pair are left alone (GEMM2 wrote their out rows).
 cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T, int k,
-                           float* out, int64_t out_stride, cudaStream_t stream);
+                           float* out, int64_t out_stride, bool skip_single, cudaStream_t stream);
 
 // Local SiTU parameters, both arrays in one launch, i < count:
 // dst_a[i] = per_expert_a ? per_expert_a[start + i] : scalar_a, and the same for b.
@@ -115,6 +121,8 @@ struct PrologueArgs {
   int32_t* x_row = nullptr;
   float* row_weight = nullptr;
   int32_t* pair_pos = nullptr;
+  int32_t* out_token = nullptr;
+  int32_t* expert_has_out = nullptr;
   // SiTU parameters (as launch_fill_params)
   const float* per_expert_beta = nullptr;
   float beta = 0.0f;

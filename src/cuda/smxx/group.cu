@@ -14,10 +14,14 @@
 //                    __match_any_sync and take consecutive rows by lane order. So rows are
 //                    ordered by (expert, token, slot): stable.
 // Outputs: x_row[p] = token, row_weight[p] = routing weight of sorted row p (p < offsets[E]);
-// pair_pos[i] = sorted row of pair i, or -1 (id -1, another rank's id, or any id out of range).
+// pair_pos[i] = sorted row of pair i, or -1 (id -1, another rank's id, or any id out of range);
+// when asked, out_token[p] = the token if it owns no other pair (GEMM2 then writes its out row
+// itself: smxx/gemm2_store.cuh), else -1, and expert_has_out[e] = 1 if any of expert e's rows
+// has one (zeroed by group_scan, set by the scatter with integer atomicOr), else 0.
 // Launched with PDL (smxx/pdl.cuh): each kernel waits before touching its predecessor's data.
 // Limitations: expert_count <= kMaxLocal (shared-memory counters).
 #include "smxx/glue.h"
+#include "smxx/group_pairs.cuh"
 #include "smxx/pdl.cuh"
 #include "smxx/warp_scan.cuh"
 
@@ -28,11 +32,6 @@ constexpr int kMaxLocal = 8192;
 constexpr int kScanThreads = 1024;
 constexpr int kScanBatch = 8;  // 32-chunk groups a scan warp loads at once
 static_assert(kGroupChunk % 32 == 0, "the scatter walks a chunk 32 pairs at a time");
-
-__device__ __forceinline__ int local_expert(int32_t id, int start, int count) {
-  const int le = id - start;  // id == -1 lands below 0 for start >= 0
-  return (id >= 0 && le >= 0 && le < count) ? le : -1;
-}
 
 __global__ void group_hist_kernel(const int32_t* ids, int pairs, int start, int E,
                                   int32_t* scratch) {
@@ -53,10 +52,13 @@ __global__ void group_hist_kernel(const int32_t* ids, int pairs, int start, int 
 }
 
 __global__ void __launch_bounds__(kScanThreads)
-    group_scan_kernel(int chunks, int E, int32_t* scratch, int32_t* offsets) {
+    group_scan_kernel(int chunks, int E, int32_t* scratch, int32_t* offsets,
+                      int32_t* expert_has_out) {
   __shared__ int32_t part[kScanThreads];
   pdl::wait();
   pdl::launch_dependents();
+  if (expert_has_out)  // the scatter ORs into it
+    for (int e = threadIdx.x; e < E; e += blockDim.x) expert_has_out[e] = 0;
   // Per expert (one warp each): exclusive scan along the chunks, kScanBatch x 32 chunks per round
   // with all their loads in flight (a serial walk down 256 chunks, one dependent load at a time,
   // took ~80 us at T=16384, k=16 on the H200; chunk-major counts, one sector per load, ~27 us);
@@ -113,10 +115,15 @@ __global__ void __launch_bounds__(kScanThreads)
   // scratch[c, e] stays relative to expert e's first row: the scatter adds offsets[e].
 }
 
+// kAnyK: k may not divide 32, so a token's pairs may straddle a 32-pair step (then its ids are
+// read again); with k dividing 32 every token lies inside one step (chunks start at multiples
+// of 1024) and the single-pair test is a ballot alone.
+template <bool kAnyK>
 __global__ void group_scatter_kernel(const int32_t* ids, const float* weights, int pairs, int k,
                                      int start, int E, const int32_t* scratch,
                                      const int32_t* offsets, int32_t* x_row, float* row_weight,
-                                     int32_t* pair_pos) {
+                                     int32_t* pair_pos, int32_t* out_token,
+                                     int32_t* expert_has_out) {
   extern __shared__ int32_t next[];  // next sorted row per local expert, for this chunk
   pdl::wait();
   pdl::launch_dependents();
@@ -126,6 +133,7 @@ __global__ void group_scatter_kernel(const int32_t* ids, const float* weights, i
   }
   const int base = blockIdx.x * kGroupChunk;
   const int end = min(base + kGroupChunk, pairs);
+  const unsigned seg_k = k >= 32 ? ~0u : (1u << k) - 1u;  // a token's k slots (kAnyK false)
   // The chunk's ids and weights, all loads in flight before the (serial) placement walk.
   constexpr int kSteps = kGroupChunk / 32;
   int32_t id[kSteps];
@@ -142,6 +150,7 @@ __global__ void group_scatter_kernel(const int32_t* ids, const float* weights, i
     const int i = base + 32 * s + lane;
     const int le = i < end ? local_expert(id[s], start, E) : -2;
     const unsigned same = __match_any_sync(~0u, le);
+    const unsigned owned = __ballot_sync(~0u, le >= 0);
     int pos = -1;
     if (le >= 0) pos = next[le] + __popc(same & ((1u << lane) - 1u));
     __syncwarp();
@@ -153,6 +162,19 @@ __global__ void group_scatter_kernel(const int32_t* ids, const float* weights, i
         x_row[pos] = i / k;
         row_weight[pos] = w[s];
       }
+    }
+    if (out_token) {
+      const int w0 = base + 32 * s;
+      bool single = false;
+      if (le >= 0) {
+        if constexpr (kAnyK) {
+          single = token_owns_one_pair(owned, i, k, w0, min(w0 + 32, end), ids, start, E);
+        } else {  // k is a power of two: the token's first pair is lane & ~(k - 1)
+          single = __popc(owned & (seg_k << (lane & ~(k - 1)))) == 1;
+        }
+      }
+      if (pos >= 0) out_token[pos] = single ? i / k : -1;
+      mark_expert_has_out(expert_has_out, le, same, __ballot_sync(~0u, single), lane);
     }
   }
 }
@@ -173,16 +195,21 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
       return e;
   }
   *failed_kernel = "group_scan";
+  if (a.out_token && !a.expert_has_out) return cudaErrorInvalidValue;
   if (cudaError_t e = pdl::launch_pdl(group_scan_kernel, dim3(1), dim3(kScanThreads), 0, stream,
-                                      chunks, E, a.scratch, a.expert_offsets);
+                                      chunks, E, a.scratch, a.expert_offsets,
+                                      a.out_token ? a.expert_has_out : nullptr);
       e != cudaSuccess)
     return e;
   if (chunks > 0) {
     *failed_kernel = "group_scatter";
-    if (cudaError_t e = pdl::launch_pdl(group_scatter_kernel, dim3(chunks), dim3(32), smem,
+    if (cudaError_t e = pdl::launch_pdl(32 % a.k == 0 ? group_scatter_kernel<false>
+                                                       : group_scatter_kernel<true>,
+                                        dim3(chunks), dim3(32), smem,
                                         stream, a.ids, a.weights, pairs, a.k, a.expert_start, E,
                                         a.scratch, a.expert_offsets, a.x_row, a.row_weight,
-                                        a.pair_pos);
+                                        a.pair_pos, a.out_token,
+                                        a.out_token ? a.expert_has_out : nullptr);
         e != cudaSuccess)
       return e;
   }

@@ -25,6 +25,7 @@
 #include <climits>
 
 #include "smxx/glue.h"
+#include "smxx/group_pairs.cuh"
 #include "smxx/pdl.cuh"
 #include "smxx/quantize_row.cuh"
 #include "smxx/route_warp.cuh"
@@ -38,11 +39,6 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kSmemBudget = 48 * 1024;  // no opt-in attribute needed (graph-capture friendly)
 constexpr int kMaxQuantCtas = 128;
 constexpr int kMaxScanSeg = 16;         // experts per thread in the offsets scan (<= 8192 / 512)
-
-__device__ __forceinline__ int local_expert(int32_t id, int start, int count) {
-  const int le = id - start;  // id == -1 lands below 0 for start >= 0
-  return (id >= 0 && le >= 0 && le < count) ? le : -1;
-}
 
 template <bool kF32, bool kVec>
 __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
@@ -88,7 +84,9 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   int32_t* off = cnt + a.chunks * El;               // [El + 1]
   for (int i = tid; i < a.chunks * El; i += kThreads) cnt[i] = 0;
   __syncthreads();
-  const int S = (P + a.chunks - 1) / a.chunks;
+  // Chunks of a multiple of 32 pairs: with k dividing 32, no token straddles a 32-pair window of
+  // the scatter below (group_pairs.cuh); the stable order does not depend on the chunking.
+  const int S = (P + 32 * a.chunks - 1) / (32 * a.chunks) * 32;
   const int c_begin = warp * S, c_end = min(P, c_begin + S);
   if (warp < a.chunks)
     for (int i = c_begin + lane; i < c_end; i += 32) {
@@ -134,6 +132,8 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   if (tid == 0) off[El] = warp_sums[kWarps - 1];
   __syncthreads();
   for (int e = tid; e <= El; e += kThreads) a.expert_offsets[e] = off[e];
+  if (a.out_token)  // the scatter below ORs into it (after the barrier that follows)
+    for (int e = tid; e < El; e += kThreads) a.expert_has_out[e] = 0;
   for (int i = tid; i < a.chunks * El; i += kThreads) cnt[i] += off[i % El];
   __syncthreads();
 
@@ -144,6 +144,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
       const int i = i0 + lane;
       const int le = i < c_end ? local_expert(ids[i], a.expert_start, El) : -2;
       const unsigned same = __match_any_sync(~0u, le);
+      const unsigned owned = __ballot_sync(~0u, le >= 0);
       const unsigned before = same & ((1u << lane) - 1u);
       const int pos = le >= 0 ? next[le] + __popc(before) : -1;
       __syncwarp();
@@ -155,6 +156,12 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
           a.x_row[pos] = i / k;
           a.row_weight[pos] = weights[i];
         }
+      }
+      if (a.out_token) {
+        const bool single = le >= 0 && token_owns_one_pair(owned, i, k, i0, min(i0 + 32, c_end),
+                                                           ids, a.expert_start, El);
+        if (pos >= 0) a.out_token[pos] = single ? i / k : -1;
+        mark_expert_has_out(a.expert_has_out, le, same, __ballot_sync(~0u, single), lane);
       }
     }
   }
@@ -202,6 +209,7 @@ PrologueShape prologue_plan(int T, int k, int num_experts_total, int expert_coun
 
 cudaError_t launch_prologue(const PrologueArgs& a, const PrologueShape& s, cudaStream_t stream) {
   if (!s.ok || a.T <= 0 || a.H % 32 != 0 || (s.route_warps > 0) != (a.logits != nullptr) ||
+      (a.out_token != nullptr && a.expert_has_out == nullptr) ||
       (a.logits == nullptr && (a.ids == nullptr || a.weights == nullptr)))
     return cudaErrorInvalidValue;
   PrologueArgs args = a;
