@@ -88,7 +88,8 @@ cudaError_t launch_ws(const KernelArgs& a, int cap, int num_sms, cudaStream_t st
     return launch_tiles<128, kGemm1>(a, num_sms, stream);
   }
   const size_t smem = ws_fixed_smem_bytes(max_units) + stages * ws_stage_smem_bytes(cap);
-  auto* kernel = grouped_gemm_ws_kernel<kGemm1>;
+  auto* kernel = !kGemm1 && a.out_token != nullptr ? grouped_gemm_ws_kernel<kGemm1, !kGemm1>
+                                                   : grouped_gemm_ws_kernel<kGemm1, false>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err != cudaSuccess) return err;
   const int64_t m2_tiles = (a.M / kTileM + 1) / 2;

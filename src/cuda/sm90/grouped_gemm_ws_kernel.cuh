@@ -275,7 +275,10 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
 // One tile of wgmma width N (a multiple of 32): its own N / 2 accumulators, so every width
 // gets an exact register allocation (one shared 128-register array made ptxas serialize the
 // wgmmas), then the epilogue.
-template <int N, bool kGemm1>
+// kOut (GEMM2 only): the launch has an out_token table (smxx/gemm2_store.cuh). Without it the
+// kernel is compiled exactly as before the table existed: the out-capable epilogue's code
+// changed the plain one's schedule, ~2% on TP8xEP4's GEMM2 (bench/NOTES.md G round 5).
+template <int N, bool kGemm1, bool kOut>
 struct WsTileRunner {
   template <typename Ctx>
   static __device__ __forceinline__ void run(Ctx& c, const WsTile& T) {
@@ -293,9 +296,8 @@ struct WsTileRunner {
     if constexpr (kGemm1) {
       beta_e = p.beta[T.e];
       linear_beta_e = p.linear_beta[T.e];
-    } else {
-      any_out = p.out_token != nullptr &&
-                (p.expert_has_out == nullptr || p.expert_has_out[T.e] != 0);
+    } else if constexpr (kOut) {
+      any_out = p.expert_has_out == nullptr || p.expert_has_out[T.e] != 0;
     }
     // One 64-K step on weight buffer B: expand step kb's fragment, fetch step kb + 2's (or the
     // next tile's first steps), 4 wgmmas on the slot, then free the previous step's slot.
@@ -497,7 +499,7 @@ struct WsConsumerCtx {
   }
 };
 
-template <bool kGemm1>
+template <bool kGemm1, bool kOut>
 __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int stages,
                                             const int* sUnits, int total, int m2_tiles, int KT,
                                             uint32_t slots, uint32_t full, uint32_t empty,
@@ -578,7 +580,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
           c.rs[1] = ptx::ld_stream_u32(s1);
         }
       }
-      WsTileRunner<N, kGemm1>::run(c, T);
+      WsTileRunner<N, kGemm1, kOut>::run(c, T);
       prefetched = c.nact;
       c.par = (c.par + KT) & 1;
     }
@@ -591,7 +593,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   tiles_of_width(std::integral_constant<int, 32>());
 }
 
-template <bool kGemm1>
+template <bool kGemm1, bool kOut>
 __global__ void __launch_bounds__(kWsThreads, 1)
     grouped_gemm_ws_kernel(const KernelArgs p, int cap, int stages, int max_units, int tune) {
   extern __shared__ uint8_t smem_raw[];
@@ -630,8 +632,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
   } else {
     ptx::setmaxnreg_inc<kWsConsumerRegs>();
-    ws_consumer<kGemm1>(p, cap, stages, sUnits, total, m2_tiles, KT, slots, full, empty,
-                        ptx::smem_addr(sAmax), tune);
+    ws_consumer<kGemm1, kOut>(p, cap, stages, sUnits, total, m2_tiles, KT, slots, full, empty,
+                              ptx::smem_addr(sAmax), tune);
   }
 }
 

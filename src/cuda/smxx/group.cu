@@ -115,10 +115,13 @@ __global__ void __launch_bounds__(kScanThreads)
   // scratch[c, e] stays relative to expert e's first row: the scatter adds offsets[e].
 }
 
-// kAnyK: k may not divide 32, so a token's pairs may straddle a 32-pair step (then its ids are
-// read again); with k dividing 32 every token lies inside one step (chunks start at multiples
-// of 1024) and the single-pair test is a ballot alone.
-template <bool kAnyK>
+// kSingle: kNoSingle, no out_token (the kernel as it was before out_token existed: its
+// single-pair work, ~60 instructions in each of the 32 unrolled steps, made it 35-80% slower,
+// bench/NOTES.md G round 5); kSingleWindow, k divides 32: every token lies inside one 32-pair
+// step (chunks start at multiples of 1024) and the test is a shifted ballot; kSingleAnyK: a
+// token's pairs may straddle a step, then its ids are read again.
+enum { kNoSingle = 0, kSingleWindow = 1, kSingleAnyK = 2 };
+template <int kSingle>
 __global__ void group_scatter_kernel(const int32_t* ids, const float* weights, int pairs, int k,
                                      int start, int E, const int32_t* scratch,
                                      const int32_t* offsets, int32_t* x_row, float* row_weight,
@@ -133,7 +136,6 @@ __global__ void group_scatter_kernel(const int32_t* ids, const float* weights, i
   }
   const int base = blockIdx.x * kGroupChunk;
   const int end = min(base + kGroupChunk, pairs);
-  const unsigned seg_k = k >= 32 ? ~0u : (1u << k) - 1u;  // a token's k slots (kAnyK false)
   // The chunk's ids and weights, all loads in flight before the (serial) placement walk.
   constexpr int kSteps = kGroupChunk / 32;
   int32_t id[kSteps];
@@ -150,7 +152,6 @@ __global__ void group_scatter_kernel(const int32_t* ids, const float* weights, i
     const int i = base + 32 * s + lane;
     const int le = i < end ? local_expert(id[s], start, E) : -2;
     const unsigned same = __match_any_sync(~0u, le);
-    const unsigned owned = __ballot_sync(~0u, le >= 0);
     int pos = -1;
     if (le >= 0) pos = next[le] + __popc(same & ((1u << lane) - 1u));
     __syncwarp();
@@ -163,14 +164,16 @@ __global__ void group_scatter_kernel(const int32_t* ids, const float* weights, i
         row_weight[pos] = w[s];
       }
     }
-    if (out_token) {
+    if constexpr (kSingle != kNoSingle) {
+      const unsigned owned = __ballot_sync(~0u, le >= 0);
       const int w0 = base + 32 * s;
       bool single = false;
       if (le >= 0) {
-        if constexpr (kAnyK) {
+        if constexpr (kSingle == kSingleAnyK) {
           single = token_owns_one_pair(owned, i, k, w0, min(w0 + 32, end), ids, start, E);
-        } else {  // k is a power of two: the token's first pair is lane & ~(k - 1)
-          single = __popc(owned & (seg_k << (lane & ~(k - 1)))) == 1;
+        } else {  // k is a power of two: the token's slots start at lane & ~(k - 1)
+          const unsigned seg = k >= 32 ? ~0u : (1u << k) - 1u;
+          single = __popc(owned & (seg << (lane & ~(k - 1)))) == 1;
         }
       }
       if (pos >= 0) out_token[pos] = single ? i / k : -1;
@@ -203,8 +206,10 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
     return e;
   if (chunks > 0) {
     *failed_kernel = "group_scatter";
-    if (cudaError_t e = pdl::launch_pdl(32 % a.k == 0 ? group_scatter_kernel<false>
-                                                       : group_scatter_kernel<true>,
+    auto* scatter = !a.out_token      ? group_scatter_kernel<kNoSingle>
+                    : 32 % a.k == 0 ? group_scatter_kernel<kSingleWindow>
+                                    : group_scatter_kernel<kSingleAnyK>;
+    if (cudaError_t e = pdl::launch_pdl(scatter,
                                         dim3(chunks), dim3(32), smem,
                                         stream, a.ids, a.weights, pairs, a.k, a.expert_start, E,
                                         a.scratch, a.expert_offsets, a.x_row, a.row_weight,
