@@ -17,13 +17,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "mxmoe/moe.h"
 #include "runtime/arch.h"
+#include "runtime/direct_stores.h"
 #include "runtime/prepared.h"
 #include "sm90/grouped_gemm.h"
 #include "smxx/glue.h"
@@ -32,10 +32,6 @@ namespace mxmoe {
 namespace {
 
 constexpr size_t kAlign = 256;
-// Below this expected share of single-pair tokens the direct GEMM2 stores are not used: at
-// TP8 x EP4 (5%) the grouping's and GEMM2's extra work cost ~1.5-2% end to end for nothing
-// (bench/NOTES.md G round 5).
-constexpr double kDirectMinSingleShare = 0.2;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // The workspace's pieces, carved in this order from one buffer.
@@ -179,15 +175,11 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
                         x_stride % 8 == 0 && aligned(p.hidden, 16);
   // GEMM2 stores the out rows of tokens that own one local pair itself (16-byte stores), and the
   // combine skips them (smxx/gemm2_store.cuh), when enough tokens are expected to own exactly
-  // one local pair to pay for the grouping's extra work: about k q (1 - q)^(k - 1) of them for
-  // a rank holding q of the experts (EP16 of Kimi-K3: 38%; TP8 x EP4, q = 1/4: 5%; a whole
-  // layer: none). Host sizes only, so a captured graph keeps its path.
-  const double q = static_cast<double>(E) / std::max(1, w->num_experts_total);
-  const double single_share = k * q * std::pow(1.0 - q, k - 1);
-  int32_t* const out_token =
-      single_share >= kDirectMinSingleShare && aligned(p.out, 16) && out_stride % 4 == 0
-          ? c.out_token
-          : nullptr;
+  // one local pair to pay for the grouping's extra work (runtime/direct_stores.h).
+  int32_t* const out_token = runtime::use_direct_gemm2_stores(E, w->num_experts_total, k) &&
+                                     aligned(p.out, 16) && out_stride % 4 == 0
+                                 ? c.out_token
+                                 : nullptr;
   cudaError_t e = cudaSuccess;
   if (shape.ok) {
     if (shape.route_first) {
