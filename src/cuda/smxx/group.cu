@@ -188,7 +188,7 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
   const int pairs = a.T * a.k;
   const int E = a.expert_count;
   *failed_kernel = "group_hist";
-  if (E <= 0 || E > kMaxLocal) return cudaErrorInvalidValue;
+  if (E <= 0 || E > kMaxLocal || (a.out_token && !a.expert_has_out)) return cudaErrorInvalidValue;
   const int chunks = group_num_chunks(pairs);
   const size_t smem = static_cast<size_t>(E) * sizeof(int32_t);
   if (chunks > 0) {
@@ -198,7 +198,6 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
       return e;
   }
   *failed_kernel = "group_scan";
-  if (a.out_token && !a.expert_has_out) return cudaErrorInvalidValue;
   if (cudaError_t e = pdl::launch_pdl(group_scan_kernel, dim3(1), dim3(kScanThreads), 0, stream,
                                       chunks, E, a.scratch, a.expert_offsets,
                                       a.out_token ? a.expert_has_out : nullptr);
