@@ -52,14 +52,6 @@ size_t chain_smem_bytes(int bn, int wg) {
   return used > 120 * 1024 ? used : 120 * 1024;
 }
 
-__device__ __forceinline__ uint4 lds_v4(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr)
-               : "memory");
-  return v;
-}
 __device__ __forceinline__ uint32_t lds_u32(uint32_t addr) {
   uint32_t v;
   asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
@@ -141,7 +133,7 @@ __global__ void __launch_bounds__(WG * kWarpgroup, 1) chain_kernel(const ChainAr
       constexpr int B = decltype(buf)::value;
       if constexpr (V == 4) {
         const uint32_t slot = static_cast<uint32_t>(k & (kSlots - 1)) * kWarpgroup;
-        q = lds_v4(fq_addr + slot * 16);
+        q = ptx::lds_v4_b32(fq_addr + slot * 16);
         s = lds_u32(fs_addr + slot * 4);
       } else {
         touch(q, s);

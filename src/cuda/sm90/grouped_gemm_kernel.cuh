@@ -333,11 +333,8 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
       const uint32_t sCol = (ptx::smem_addr(sAmax) + 15u) & ~15u;  // [BN] x 16 B
       for (int c = tid; c < BN && c < nrows; c += kWarpgroup) {
         const int ot = smxx::gemm2_out_token(p.out_token, p0 + c);
-        const uint64_t row = reinterpret_cast<uint64_t>(
-            smxx::gemm2_row(p.y, p.M, p.out, p.out_stride, ot, p0 + c) + 64 * mt);
-        ptx::sts_v4_b32(sCol + 16 * c, __float_as_uint(p.row_weight[p0 + c]),
-                        __float_as_uint(smxx::gemm2_bias(ot)), static_cast<uint32_t>(row),
-                        static_cast<uint32_t>(row >> 32));
+        float* row = smxx::gemm2_row(p.y, p.M, p.out, p.out_stride, ot, p0 + c) + 64 * mt;
+        ptx::sts_v4_b32(sCol + 16 * c, smxx::gemm2_column_entry(p.row_weight[p0 + c], ot, row));
       }
       float* sY = reinterpret_cast<float*>(smem);
 #pragma unroll
@@ -349,11 +346,9 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
       for (int idx = tid; idx < BN * 16; idx += kWarpgroup) {
         const int c = idx >> 4, part = idx & 15;
         if (c < nrows) {
-          const uint4 e = ptx::lds_v4_b32(sCol + 16 * c);
-          float* row = reinterpret_cast<float*>((static_cast<uint64_t>(e.w) << 32) | e.z);
-          ptx::stg_v4_f32(row + 4 * part, smxx::weighted4(sY + c * kY2Pitch + 4 * part,
-                                                          __uint_as_float(e.x),
-                                                          __uint_as_float(e.y)));
+          const smxx::Gemm2Column col = smxx::gemm2_column(ptx::lds_v4_b32(sCol + 16 * c));
+          ptx::stg_v4_f32(col.row + 4 * part,
+                          smxx::weighted4(sY + c * kY2Pitch + 4 * part, col.w, col.bias));
         }
       }
     }

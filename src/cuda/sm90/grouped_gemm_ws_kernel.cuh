@@ -446,10 +446,9 @@ struct WsTileRunner {
           w = p.row_weight[T.p0 + col];
           ot = p.out_token[T.p0 + col];
         }
-        const uint64_t row = reinterpret_cast<uint64_t>(
-            smxx::gemm2_row(p.y, p.M, p.out, p.out_stride, ot, T.p0 + col));
-        ptx::sts_v4_b32(sCol + 16 * col, __float_as_uint(w), __float_as_uint(smxx::gemm2_bias(ot)),
-                        static_cast<uint32_t>(row), static_cast<uint32_t>(row >> 32));
+        ptx::sts_v4_b32(sCol + 16 * col,
+                        smxx::gemm2_column_entry(
+                            w, ot, smxx::gemm2_row(p.y, p.M, p.out, p.out_stride, ot, T.p0 + col)));
       }
       ptx::named_barrier(1 + c.cw, kWarpgroup);
       const int m0 = 64 * mt + 16 * warp + g;
@@ -461,12 +460,10 @@ struct WsTileRunner {
           c4[j - j0] = ptx::lds_v4_b32(sCol + 16 * (8 * (j >> 1) + 2 * t + (j & 1)));
 #pragma unroll
         for (int j = j0; j < j0 + 8 && j < N / 4; ++j) {
-          const uint4 e = c4[j - j0];
-          const float w = __uint_as_float(e.x), bias = __uint_as_float(e.y);
-          float* row = reinterpret_cast<float*>((static_cast<uint64_t>(e.w) << 32) | e.z) + m0;
+          const smxx::Gemm2Column e = smxx::gemm2_column(c4[j - j0]);
           const int i = 4 * (j >> 1) + (j & 1);
-          ptx::stg2_f32_if(row, smxx::gemm2_value(d[i], w, bias),
-                           smxx::gemm2_value(d[i + 2], w, bias),
+          ptx::stg2_f32_if(e.row + m0, smxx::gemm2_value(d[i], e.w, e.bias),
+                           smxx::gemm2_value(d[i + 2], e.w, e.bias),
                            8 * (j >> 1) + 2 * t + (j & 1) < T.nrows);
         }
       }

@@ -32,6 +32,22 @@ __device__ __forceinline__ float gemm2_value(float acc, float w, float bias) {
   return __fadd_rn(__fmul_rn(acc, w), bias);
 }
 
+// One column of an out-capable epilogue's shared-memory table (tiled and warp-specialized
+// kernels): routing weight, bias and the stored row's address, the four words of a 16-byte entry.
+struct Gemm2Column {
+  float w, bias;
+  float* row;
+};
+__device__ __forceinline__ uint4 gemm2_column_entry(float w, int ot, float* row) {
+  const uint64_t a = reinterpret_cast<uint64_t>(row);
+  return make_uint4(__float_as_uint(w), __float_as_uint(gemm2_bias(ot)), static_cast<uint32_t>(a),
+                    static_cast<uint32_t>(a >> 32));
+}
+__device__ __forceinline__ Gemm2Column gemm2_column(const uint4& e) {
+  return {__uint_as_float(e.x), __uint_as_float(e.y),
+          reinterpret_cast<float*>((static_cast<uint64_t>(e.w) << 32) | e.z)};
+}
+
 // One 16-byte piece of the stored row, read from the epilogue's staging (16-byte aligned).
 // Callers store it with one 16-byte store.
 __device__ __forceinline__ float4 weighted4(const float* staged, float w, float bias) {
