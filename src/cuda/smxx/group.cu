@@ -172,12 +172,10 @@ __global__ void group_scatter_kernel(const int32_t* ids, const float* weights, i
         if constexpr (kSingle == kSingleAnyK) {
           single = token_owns_one_pair(owned, i, k, w0, min(w0 + 32, end), ids, start, E);
         } else {  // k is a power of two: the token's slots start at lane & ~(k - 1)
-          const unsigned seg = k >= 32 ? ~0u : (1u << k) - 1u;
-          single = __popc(owned & (seg << (lane & ~(k - 1)))) == 1;
+          single = one_owned_in_window(owned, lane & ~(k - 1), k);
         }
       }
-      if (pos >= 0) out_token[pos] = single ? i / k : -1;
-      mark_expert_has_out(expert_has_out, le, same, __ballot_sync(~0u, single), lane);
+      record_single_pairs(out_token, expert_has_out, pos, single, i / k, le, same, lane);
     }
   }
 }

@@ -12,6 +12,12 @@ __device__ __forceinline__ int local_expert(int32_t id, int start, int count) {
   return (id >= 0 && le >= 0 && le < count) ? le : -1;
 }
 
+// Whether exactly one of the k ballot bits from `first` is set (a token whose k pairs lie in
+// one 32-pair window, its first at lane `first`, owns exactly one of them).
+__device__ __forceinline__ bool one_owned_in_window(unsigned owned, int first, int k) {
+  return __popc(owned & ((k >= 32 ? ~0u : (1u << k) - 1u) << first)) == 1;
+}
+
 // Whether the token of owned pair i (token i / k) owns exactly one pair: then GEMM2 writes its
 // out row itself and the combine skips it (smxx/gemm2_store.cuh). Called by the lanes of a warp
 // that walks pairs [w0, w_end) (w_end <= w0 + 32, lane l holding pair w0 + l) with
@@ -30,19 +36,20 @@ __device__ __forceinline__ bool token_owns_one_pair(unsigned owned, int i, int k
                                                     int w_end, const int32_t* ids, int start,
                                                     int count) {
   const int t0 = (i / k) * k;
-  if (t0 >= w0 && t0 + k <= w_end) {  // then k <= 32
-    const unsigned seg = (k == 32 ? ~0u : (1u << k) - 1u) << (t0 - w0);
-    return __popc(owned & seg) == 1;
-  }
+  if (t0 >= w0 && t0 + k <= w_end) return one_owned_in_window(owned, t0 - w0, k);  // k <= 32
   return token_owns_one_pair_by_ids(t0, k, ids, start, count);
 }
 
-// expert_has_out[le] |= 1 for the experts of this 32-pair step that got a single-pair token
-// (single = the warp's ballot of those lanes; same = __match_any_sync of le): one integer
-// atomicOr per expert group (order-independent, so the result is deterministic).
-__device__ __forceinline__ void mark_expert_has_out(int32_t* expert_has_out, int le,
-                                                    unsigned same, unsigned single, int lane) {
-  if (le >= 0 && (same & ((1u << lane) - 1u)) == 0 && (same & single) != 0)
+// A 32-pair step's results (called by the whole warp): out_token[pos] = token if single, else
+// -1, for the lanes with an owned pair (pos >= 0), and expert_has_out[le] |= 1 for the experts
+// that got a single-pair token (same = __match_any_sync of le): one integer atomicOr per expert
+// group, order-independent, so the result is deterministic.
+__device__ __forceinline__ void record_single_pairs(int32_t* out_token, int32_t* expert_has_out,
+                                                    int pos, bool single, int token, int le,
+                                                    unsigned same, int lane) {
+  if (pos >= 0) out_token[pos] = single ? token : -1;
+  const unsigned singles = __ballot_sync(~0u, single);
+  if (le >= 0 && (same & ((1u << lane) - 1u)) == 0 && (same & singles) != 0)
     atomicOr(expert_has_out + le, 1);
 }
 

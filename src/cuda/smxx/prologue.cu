@@ -160,8 +160,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
       if (a.out_token) {
         const bool single = le >= 0 && token_owns_one_pair(owned, i, k, i0, min(i0 + 32, c_end),
                                                            ids, a.expert_start, El);
-        if (pos >= 0) a.out_token[pos] = single ? i / k : -1;
-        mark_expert_has_out(a.expert_has_out, le, same, __ballot_sync(~0u, single), lane);
+        record_single_pairs(a.out_token, a.expert_has_out, pos, single, i / k, le, same, lane);
       }
     }
   }
