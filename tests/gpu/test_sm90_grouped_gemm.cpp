@@ -259,13 +259,17 @@ TEST_P(Sm90TileN, SmallScalesGemm2) {
   c.seed = 6;
   run_gemm2_case(c);
 }
-INSTANTIATE_TEST_SUITE_P(AllTiles, Sm90TileN, ::testing::Values(0, 16, 32, 64, 128, 192));
+INSTANTIATE_TEST_SUITE_P(AllTiles, Sm90TileN, ::testing::Values(0, 16, 32, 64, 128, 160, 192));
 
-// The warp-specialized kernel's scheduler: many experts of every width class (1..192 rows, so
-// each wgmma N of 32..192 runs, most with partial tiles), a hot expert cut into several nearly
-// equal units, and an odd number of 64-row weight tiles (I = 96: the second consumer of the
-// last weight pair has no rows and only keeps the barrier counts).
-TEST(Sm90GroupedGemm, WarpSpecializedEveryWidth) {
+// The warp-specialized kernel's scheduler, with two consumers (tile_n 192) and three (160):
+// many experts of every width class (1..193 rows, so each wgmma N of 32..192 runs, most with
+// partial tiles), a hot expert cut into several nearly equal units, and weight tile counts
+// that leave consumers idle in the CTA's last group (I = 96: 3 tiles of 64 rows for GEMM1,
+// one idle of two / none of three; H = 192 and 256 for GEMM2: 3 and 4 tiles, so with three
+// consumers the last group of 256 has two idle ones, which keep the barrier counts and the
+// skew hand-off).
+class Sm90WsConsumers : public ::testing::TestWithParam<int> {};
+TEST_P(Sm90WsConsumers, EveryWidth) {
   REQUIRE_SM90();
   std::vector<int> rows;
   for (int r : {1, 31, 33, 64, 65, 96, 97, 128, 129, 160, 161, 192, 193, 250, 0, 700}) {
@@ -276,23 +280,26 @@ TEST(Sm90GroupedGemm, WarpSpecializedEveryWidth) {
     c.rows = rows;
     c.I = 96;
     c.K = 192;
-    c.tile_n = 192;
+    c.tile_n = GetParam();
     c.mxfp8_out = mx;
     c.per_expert_beta = true;
     c.seed = 21 + mx;
     run_gemm1_case(c);
   }
-  Gemm2Case c2;
-  c2.rows = rows;
-  c2.H = 192;
-  c2.I = 320;
-  c2.tile_n = 192;
-  c2.seed = 23;
-  run_gemm2_case(c2);
-  Gemm2Case c3 = c2;  // K = 64: one step per tile (no cross-tile weight prefetch)
-  c3.I = 64;
-  run_gemm2_case(c3);
+  for (int H : {192, 256}) {
+    Gemm2Case c2;
+    c2.rows = rows;
+    c2.H = H;
+    c2.I = 320;
+    c2.tile_n = GetParam();
+    c2.seed = 23;
+    run_gemm2_case(c2);
+    Gemm2Case c3 = c2;  // K = 64: one step per tile (no cross-tile weight prefetch)
+    c3.I = 64;
+    run_gemm2_case(c3);
+  }
 }
+INSTANTIATE_TEST_SUITE_P(TwoAndThree, Sm90WsConsumers, ::testing::Values(160, 192));
 
 TEST(Sm90GroupedGemm, WideScaleRangeAndOddK) {
   // Scale bytes 100..150 exercise the second multiply of scales above 2^1; K = 192 is 3 steps

@@ -1,8 +1,9 @@
 // src/cuda/sm90/grouped_gemm.cu: host launchers of the SM90 grouped MoE GEMMs
 // (grouped_gemm.h): argument checks, tile-width dispatch, persistent grid sizing. Tile widths
-// 16..128 run the one-warpgroup kernel (grouped_gemm_kernel.cuh), 192 the warp-specialized one
-// (grouped_gemm_ws_kernel.cuh: token tiles of at most 192 rows, wgmma N picked per tile). Every
-// launch uses programmatic dependent launch (smxx/pdl.cuh).
+// 16..128 run the one-warpgroup kernel (grouped_gemm_kernel.cuh), 160 and 192 the
+// warp-specialized one (grouped_gemm_ws_kernel.cuh: token tiles of at most 160 rows with three
+// consumer warpgroups, or 192 with two; wgmma N picked per tile). Every launch uses
+// programmatic dependent launch (smxx/pdl.cuh).
 //
 // Nothing here reads device memory or synchronizes, so the launches can be captured in a CUDA
 // graph: the grid is sized from host-known bounds (max_rows, num_experts, the occupancy of the
@@ -56,10 +57,12 @@ cudaError_t launch_tiles(const KernelArgs& a, int num_sms, cudaStream_t stream) 
 // MXMOE_SM90_WS_TUNE="lag,max_stages,flags" (grouped_gemm_ws_kernel.cuh's `tune`): for the
 // timing sweeps of tests/gpu/sm90_bench_grouped_gemm.cpp only.
 struct WsTune {
-  int lag = kWsLag, max_stages = kWsMaxStages, flags = kWsSkew << kWsTuneSkewShift;
+  int lag = kWsLag, max_stages = kWsMaxStages, flags = 0;
 };
+template <int C>
 WsTune ws_tune() {
   WsTune t;
+  t.flags = ws_default_skew<C>() << kWsTuneSkewShift;
   if (const char* env = std::getenv("MXMOE_SM90_WS_TUNE")) {
     int lag = 0, st = 0, fl = 0;
     if (std::sscanf(env, "%d,%d,%d", &lag, &st, &fl) == 3 && (lag == 2 || lag == 4 || lag == 6) &&
@@ -72,45 +75,60 @@ WsTune ws_tune() {
   return t;
 }
 
-template <bool kGemm1>
-cudaError_t launch_ws(const KernelArgs& a, int cap, int num_sms, cudaStream_t stream) {
-  const WsTune tune = ws_tune();
+template <int C, bool kGemm1>
+cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream) {
+  const int cap = WsShape<C>::kMaxTileN;
+  const WsTune tune = ws_tune<C>();
   const int64_t max_units = a.max_rows / cap + a.num_experts + 1;
   int dev = 0, optin = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
   err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
   if (err != cudaSuccess) return err;
-  const int64_t room = static_cast<int64_t>(optin) - static_cast<int64_t>(ws_fixed_smem_bytes(max_units));
+  const int64_t room =
+      static_cast<int64_t>(optin) - static_cast<int64_t>(ws_fixed_smem_bytes<C>(max_units));
   const int64_t stages =
       std::min<int64_t>(tune.max_stages, room / static_cast<int64_t>(ws_stage_smem_bytes(cap)));
   if (max_units > (int64_t{1} << 30) || stages < tune.lag + 2) {
     return launch_tiles<128, kGemm1>(a, num_sms, stream);
   }
-  const size_t smem = ws_fixed_smem_bytes(max_units) + stages * ws_stage_smem_bytes(cap);
-  auto* kernel = !kGemm1 && a.out_token != nullptr ? grouped_gemm_ws_kernel<kGemm1, !kGemm1>
-                                                   : grouped_gemm_ws_kernel<kGemm1, false>;
+  const size_t smem = ws_fixed_smem_bytes<C>(max_units) + stages * ws_stage_smem_bytes(cap);
+  auto* kernel = !kGemm1 && a.out_token != nullptr ? grouped_gemm_ws_kernel<C, kGemm1, !kGemm1>
+                                                   : grouped_gemm_ws_kernel<C, kGemm1, false>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err != cudaSuccess) return err;
-  const int64_t m2_tiles = (a.M / kTileM + 1) / 2;
-  const int64_t grid = std::min<int64_t>(num_sms, max_units * m2_tiles);
+  const int64_t m_groups = (a.M / kTileM + C - 1) / C;
+  const int64_t grid = std::min<int64_t>(num_sms, max_units * m_groups);
   if (grid < 1) return cudaSuccess;
-  err = pdl::launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(kWsThreads), smem, stream,
-                        a, cap, static_cast<int>(stages), static_cast<int>(max_units),
+  err = pdl::launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(WsShape<C>::kThreads), smem,
+                        stream, a, cap, static_cast<int>(stages), static_cast<int>(max_units),
                         tune.lag | tune.flags);
   return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+// MXMOE_SM90_WS_CAP=128|160|192 replaces the heuristic's prefill choice (any of those three:
+// the one-warpgroup kernel, the warp-specialized one with three or two consumers), for
+// same-binary timing A/Bs (tests/gpu/sm90_bench_grouped_gemm.cpp, mxmoe bench); an explicit
+// tile_n is left alone.
+int ws_cap_override(int bn) {
+  const char* env = std::getenv("MXMOE_SM90_WS_CAP");
+  if (env == nullptr || bn < 128) return bn;
+  const int v = std::atoi(env);
+  return v == 128 || v == 160 || v == 192 ? v : bn;
 }
 
 template <bool kGemm1>
 cudaError_t dispatch(const KernelArgs& a, const GroupedProblem& g, int num_sms,
                      cudaStream_t stream) {
-  const int bn = g.tile_n != 0 ? g.tile_n : choose_tile_n(choice_rows(g), a.num_experts);
+  const int bn =
+      g.tile_n != 0 ? g.tile_n : ws_cap_override(choose_tile_n(choice_rows(g), a.num_experts));
   switch (bn) {
     case 16: return launch_tiles<16, kGemm1>(a, num_sms, stream);
     case 32: return launch_tiles<32, kGemm1>(a, num_sms, stream);
     case 64: return launch_tiles<64, kGemm1>(a, num_sms, stream);
     case 128: return launch_tiles<128, kGemm1>(a, num_sms, stream);
-    case 192: return launch_ws<kGemm1>(a, kWsMaxTileN, num_sms, stream);
+    case 160: return launch_ws<3, kGemm1>(a, num_sms, stream);
+    case 192: return launch_ws<2, kGemm1>(a, num_sms, stream);
     default: return cudaErrorInvalidValue;
   }
 }

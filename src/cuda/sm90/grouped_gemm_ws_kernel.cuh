@@ -3,32 +3,34 @@
 // weight. Same numerics, operand layouts and outputs as grouped_gemm_kernel.cuh (read it first);
 // this file changes who does what inside a CTA and how tiles are cut and ordered.
 //
-// CTA = 3 warpgroups (384 threads), one CTA per SM, persistent:
-//  - warpgroup 0, the producer (setmaxnreg down to 56 registers): gathers the tile's activation
-//    rows with cp.async (16 B per thread, the 128-byte swizzle, rows through act_row; rows past
-//    the unit's end are not copied) into a ring of `stages` slots of cap x 128 B (64 K of BF16
-//    per row). A slot is handed over through two mbarriers: the producer waits on empty[slot], copies,
-//    and kWsLag steps later (its own cp.async group has landed: cp.async.wait_group, then the
-//    proxy fence so wgmma's async proxy sees the bytes) arrives on full[slot] (128 arrivals).
-//  - warpgroups 1 and 2, the consumers (setmaxnreg up to 224): a CTA tile is 128 weight rows =
-//    two 64-row weight tiles (mt = 2 m2 + consumer), both over the same activation slot. Each
+// CTA = 1 + C warpgroups, C = 3 consumers (512 threads, tile_n 160, the default) or C = 2 (384
+// threads, tile_n 192; WsShape below), one CTA per SM, persistent:
+//  - warpgroup 0, the producer (setmaxnreg down to 32 / 56 registers): gathers the tile's
+//    activation rows with cp.async (16 B per thread, the 128-byte swizzle, rows through act_row;
+//    rows past the unit's end are not copied) into a ring of `stages` slots of cap x 128 B (64 K
+//    of BF16 per row). A slot is handed over through two mbarriers: the producer waits on
+//    empty[slot], copies, and kWsLag steps later (its own cp.async group has landed:
+//    cp.async.wait_group, then the proxy fence so wgmma's async proxy sees the bytes) arrives on
+//    full[slot] (128 arrivals).
+//  - warpgroups 1..C, the consumers (setmaxnreg up to 160 / 224): a CTA tile is 64 C weight rows
+//    = C 64-row weight tiles (mt = C mg + consumer), all over the same activation slot. Each
 //    consumer streams its own prepacked MXFP4 fragments into registers two K steps ahead (the
 //    last two steps of a tile already fetch the next tile's first two), expands them to BF16
 //    (expand_fragment) and issues 4 wgmma m64nNk16 (RS) per 64-K step; after wgmma.wait_group 1
-//    the previous step's slot is free: one arrival per warp on empty[slot] (8 per phase). The
-//    two consumers are not synchronized with each other, so one converts while the tensor core
-//    runs the other's wgmmas; consumer 1 starts kWsSkew steps after consumer 0 (a named
-//    barrier, once), so their epilogues do not coincide. A consumer whose mt is past the matrix
-//    (odd number of 64-row tiles) still waits full / arrives empty for every step, keeping the
-//    barrier counts fixed.
+//    the previous step's slot is free: one arrival per warp on empty[slot] (4 C per phase). The
+//    consumers are not synchronized with each other, so one converts while the tensor core
+//    runs another's wgmmas; consumer c + 1 may start ws_default_skew steps after consumer c (a
+//    named barrier, once), so their epilogues do not coincide. A consumer whose mt is past the
+//    matrix (64-row tiles not a multiple of C) still waits full / arrives empty for every step,
+//    keeping the barrier counts fixed.
 // Token tiles ("units"): an expert of r rows is cut into n = ceil(r / cap) nearly equal units of
 //  sz = ceil(r / n) rows (the last one may be shorter), and each unit runs the narrowest wgmma
-//  N in {32, 64, ..., 192} that holds it. 293 rows at cap 192 -> 2 units of 147 -> N = 160
+//  N in {32, 64, ..., cap} that holds it. 293 rows at cap 160 -> 2 units of 147 -> N = 160
 //  (8% padding), where fixed 128-wide tiles pad 31%.
 // Schedule: every CTA builds the same unit list in shared memory from expert_offsets (on the
 //  device, graph-capturable), ordered by N descending (heavy tiles first, the narrow ones fill
 //  the tail; and a CTA meets the widths in order, so each width has its own loop), then by
-//  expert; tile t = unit u x weight pair m2 with m2 fastest (CTAs running
+//  expert; tile t = unit u x weight group mg with mg fastest (CTAs running
 //  together share the unit's activation rows through L2); CTA b takes t = b, b + grid, ...
 // Epilogues straight from the accumulator registers (no staging: the producer already fills
 //  the slots with the next tile): GEMM1 writes each output (token, intermediate) once as BF16,
@@ -60,12 +62,31 @@
 
 namespace mxmoe::sm90 {
 
-constexpr int kWsThreads = 3 * kWarpgroup;  // producer + 2 consumers
-// Widest token tile: 192 keeps the consumer within its 224 registers (96 accumulators, 2 x 16
-// A registers, the fetched fragments); at 256 ptxas spilled ~0.5-1.8 KB per thread.
-constexpr int kWsMaxTileN = 192;
 constexpr int kWsClassN = 32;  // granularity of the per-tile wgmma N
-constexpr int kWsClasses = kWsMaxTileN / kWsClassN;
+// The CTA's shape by its number of consumer warpgroups C (2 or 3; a CTA tile is 64 C weight
+// rows). All registers of the SM are split between the producer and the consumers:
+//  - C = 2: 384 threads; producer 56 registers, consumers 224. Widest token tile 192 (96
+//    accumulators, 2 x 16 A registers, the fetched fragments; at 256 ptxas spilled ~0.5-1.8 KB).
+//  - C = 3: 512 threads; producer 32, consumers 160 (128 * 32 + 384 * 160 = 65536): widest
+//    token tile 160 (80 accumulators). Why a third consumer: the consumers' step is latency
+//    bound (ncu, EP16 T=16384 GEMM1: 2 consumer warps per scheduler, 6.6 cycles per issued
+//    instruction, 45% of the cycles issue nothing; bench/NOTES.md P round 10), so a third warp
+//    per scheduler adds MMA work per step without lengthening any warp's chain.
+template <int C>
+struct WsShape {
+  static_assert(C == 2 || C == 3, "2 or 3 consumer warpgroups");
+  static constexpr int kThreads = (C + 1) * kWarpgroup;
+  static constexpr int kMaxTileN = C == 2 ? 192 : 160;
+  static constexpr int kClasses = kMaxTileN / kWsClassN;
+  static constexpr int kProducerRegs = C == 2 ? 56 : 32;
+  static constexpr int kConsumerRegs = C == 2 ? 224 : 160;
+  static_assert(kWarpgroup * kProducerRegs + C * kWarpgroup * kConsumerRegs <= 65536, "regs");
+  static constexpr int kScanInts = (kThreads / 32) * kClasses + 16;
+  // GEMM1 MX amax: [consumer][warp][token] floats; GEMM2: [consumer][token] 16-byte entries.
+  static constexpr int kAmaxBytes = C * 4 * kMaxTileN * 4;
+  // Named barriers: 1..C the consumers' amax exchange, C + 1 + c the skew hand-off c -> c + 1.
+  static constexpr int kSkewBarrier = C + 1;
+};
 // cp.async groups a producer thread keeps in flight before it signals the oldest one full
 // (cp.async.wait_group takes a constant: the kernel carries 2, 4 and 6; `tune` picks one).
 constexpr int kWsLag = 2;
@@ -78,30 +99,31 @@ constexpr int kWsL2Ahead = 6;
 // the results wrong on purpose, for timing only: bit 8 the producer copies nothing, bit 9 the
 // consumers skip the weight conversion, bit 10 they skip the epilogue's stores.
 constexpr int kWsTuneNoLoad = 1 << 8, kWsTuneNoExpand = 1 << 9, kWsTuneNoStore = 1 << 10;
-// tune bits 12-15: consumer 1 starts that many K steps after consumer 0, so their epilogues do
-// not coincide (the tensor core then runs one consumer's MMAs during the other's epilogue).
+// tune bits 12-15: consumer c + 1 starts that many K steps after consumer c, so their epilogues
+// do not coincide (the tensor core then runs one consumer's MMAs during another's epilogue).
 constexpr int kWsTuneSkewShift = 12, kWsTuneSkewMask = 15 << kWsTuneSkewShift;
-// The default skew. H200, GEMM-only, EP16 T=16384, skew 0 / 2 / 3 / 4 steps (us): GEMM1 1479 /
-// 1481 / 1482 / 1482, GEMM1+MXFP8 1710 / 1684 / 1684 / 1685, GEMM2 708 / 695 / 696 / 703
-// (bench/NOTES.md P round 6): the epilogues that overlap gain ~1.5%, plain SiTU nothing.
-constexpr int kWsSkew = 2;
-constexpr int kWsSkewBarrier = 3;  // named barrier id (1 and 2: the consumers' amax exchange)
+// The default skew by consumer count. H200, GEMM-only, EP16 T=16384 (us):
+// - two consumers, skew 0 / 2 / 3 / 4 steps: GEMM1 1479 / 1481 / 1482 / 1482, GEMM1+MXFP8 1710 /
+//   1684 / 1684 / 1685, GEMM2 708 / 695 / 696 / 703 (bench/NOTES.md P round 6);
+// - three, skew 0 / 2: GEMM1 1317 / 1325, GEMM1+MXFP8 1527 / 1585, GEMM2 637 / 658 (P round 10).
+template <int C>
+constexpr int ws_default_skew() {
+  return C == 2 ? 2 : 0;
+}
 constexpr int kWsMaxStages = 8;
-constexpr int kWsProducerRegs = 56, kWsConsumerRegs = 224;  // 128*56 + 256*224 = 384*168
 constexpr int kWsExpertBits = 14;  // unit = (k << 14) | expert: num_experts <= 16384
-constexpr int kWsScanInts = (kWsThreads / 32) * kWsClasses + 16;
-// GEMM1 MX amax: [consumer][warp][token] floats; GEMM2: [consumer][token] 16-byte entries.
-constexpr int kWsAmaxBytes = 2 * 4 * kWsMaxTileN * 4;
 
 // Shared memory after the 1024-byte alignment: slots, full/empty barriers, MX amax, scan
 // scratch, the unit list (max_units ints).
+template <int C>
 inline size_t ws_fixed_smem_bytes(int64_t max_units) {
-  return 1024 + kWsAmaxBytes + kWsScanInts * 4 + static_cast<size_t>(max_units) * 4;
+  return 1024 + WsShape<C>::kAmaxBytes + WsShape<C>::kScanInts * 4 +
+         static_cast<size_t>(max_units) * 4;
 }
 inline size_t ws_stage_smem_bytes(int cap) { return static_cast<size_t>(cap) * 128 + 16; }
 
 struct WsTile {
-  int e, p0, nrows, ncls, m2;
+  int e, p0, nrows, ncls, mg;  // mg: the CTA's group of C 64-row weight tiles
 };
 
 // Units of expert e at width cap: n = ceil(r / cap) pieces of sz = ceil(r / n) rows; counting
@@ -123,14 +145,16 @@ __device__ __forceinline__ int ws_class(int nrows) {
   return (nrows + kWsClassN - 1) / kWsClassN - 1;
 }
 
-// Fills sUnits (all 384 threads): units ordered by class (wgmma N) descending, then expert, then
-// piece. Returns the unit count (the same in every thread).
+// Fills sUnits (all threads of the CTA): units ordered by class (wgmma N) descending, then
+// expert, then piece. Returns the unit count (the same in every thread).
+template <int C>
 __device__ int ws_build_units(const KernelArgs& p, int cap, int max_units, int* sScan,
                               int* sUnits) {
+  constexpr int kThreads = WsShape<C>::kThreads, kWsClasses = WsShape<C>::kClasses;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  constexpr int kWarps = kWsThreads / 32;
+  constexpr int kWarps = kThreads / 32;
   const int E = p.num_experts;
-  const int chunk = (E + kWsThreads - 1) / kWsThreads;
+  const int chunk = (E + kThreads - 1) / kThreads;
   const int e0 = min(E, tid * chunk), e1 = min(E, e0 + chunk);
   int cnt[kWsClasses];
 #pragma unroll
@@ -188,10 +212,10 @@ __device__ int ws_build_units(const KernelArgs& p, int cap, int max_units, int* 
 }
 
 __device__ __forceinline__ WsTile ws_decode(const KernelArgs& p, const int* sUnits, int cap,
-                                            int m2_tiles, int tile) {
+                                            int m_groups, int tile) {
   WsTile T;
-  const int u = tile / m2_tiles;
-  T.m2 = tile - u * m2_tiles;
+  const int u = tile / m_groups;
+  T.mg = tile - u * m_groups;
   const int packed = sUnits[u];
   T.e = packed & ((1 << kWsExpertBits) - 1);
   const int k = packed >> kWsExpertBits;
@@ -211,11 +235,15 @@ __device__ __forceinline__ WsTile ws_decode(const KernelArgs& p, const int* sUni
 // stores. Per copy the step costs a 64-bit add and a predicated cp.async, no branch (the first
 // H200 profile of this kernel showed ~25 dependent instructions and a divergent branch per
 // copy, and the consumers waiting on the producer: bench/NOTES.md P round 4).
-template <int kLag>
+// With 3 consumers the producer has 32 registers: 64-bit row pointers (2 x 10 registers) would
+// spill, so it keeps 32-bit row offsets in 16-byte units and forms each address with one
+// mad.wide.u32 (asm, so the compiler cannot hoist 64-bit copies of them out of the step loop).
+template <int C, int kLag>
 __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int stages, bool load,
-                                            const int* sUnits, int total, int m2_tiles, int KT,
+                                            const int* sUnits, int total, int m_groups, int KT,
                                             uint32_t slots, uint32_t full, uint32_t empty) {
-  constexpr int kRowsPerThread = kWsMaxTileN / 16;
+  constexpr int kRowsPerThread = WsShape<C>::kMaxTileN / 16;
+  constexpr bool kNarrow = C == 3;
   const int tid = threadIdx.x;  // 0..127
   const int chunk = tid & 7, r0 = tid >> 3;
   const uint32_t stage_bytes = cap * 128;
@@ -223,10 +251,11 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
   const uint4* act4 = reinterpret_cast<const uint4*>(p.act);
   int slot = 0, phase = 0, lag_slot = 0, pending = 0;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-    const WsTile T = ws_decode(p, sUnits, cap, m2_tiles, tile);
+    const WsTile T = ws_decode(p, sUnits, cap, m_groups, tile);
     // Rows r0 + 16 i with i < nv are this thread's valid ones (act_stride % 8 == 0).
     const int nv = T.nrows > r0 ? (T.nrows - r0 + 15) / 16 : 0;
-    const uint4* src[kRowsPerThread];
+    const uint4* src[kNarrow ? 1 : kRowsPerThread];
+    uint32_t off[kNarrow ? kRowsPerThread : 1];  // 16-byte units from act4 + chunk
 #pragma unroll
     for (int i = 0; i < kRowsPerThread; ++i) {
       int64_t row = 0;
@@ -234,7 +263,12 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
         const int r = r0 + 16 * i;
         row = p.act_row ? p.act_row[T.p0 + r] : T.p0 + r;
       }
-      src[i] = act4 + (row * p.act_stride) / 8 + chunk - 8;  // one step before step 0
+      // One step before step 0 (unsigned: row 0's -8 wraps back to 0 at the first step).
+      if constexpr (kNarrow) {
+        off[i] = static_cast<uint32_t>((row * p.act_stride) / 8) - 8u;
+      } else {
+        src[i] = act4 + (row * p.act_stride) / 8 + chunk - 8;
+      }
     }
     for (int kb = 0; kb < KT; ++kb) {
       ptx::mbar_wait(empty + 8 * slot, phase ^ 1);
@@ -242,11 +276,20 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
         const uint32_t dst = slots + slot * stage_bytes + col;
         // Advanced before the copies (src starts one step back): rewriting a source register
         // right after its cp.async would wait for the copy to read it (short scoreboard).
+        if constexpr (kNarrow) {
 #pragma unroll
-        for (int i = 0; i < kRowsPerThread; ++i) src[i] += 8;
+          for (int i = 0; i < kRowsPerThread; ++i) off[i] += 8;
 #pragma unroll
-        for (int i = 0; i < kRowsPerThread; ++i) {
-          if (i < nv) ptx::cp_async_16(dst + 2048 * i, src[i], true);
+          for (int i = 0; i < kRowsPerThread; ++i) {
+            if (i < nv) ptx::cp_async_16(dst + 2048 * i, ptx::addr16(act4 + chunk, off[i]), true);
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < kRowsPerThread; ++i) src[i] += 8;
+#pragma unroll
+          for (int i = 0; i < kRowsPerThread; ++i) {
+            if (i < nv) ptx::cp_async_16(dst + 2048 * i, src[i], true);
+          }
         }
       }
       ptx::cp_async_commit();
@@ -278,8 +321,9 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
 // kOut (GEMM2 only): the launch has an out_token table (smxx/gemm2_store.cuh). Without it the
 // kernel is compiled exactly as before the table existed: the out-capable epilogue's code
 // changed the plain one's schedule, ~2% on TP8xEP4's GEMM2 (bench/NOTES.md G round 5).
-template <int N, bool kGemm1, bool kOut>
+template <int C, int N, bool kGemm1, bool kOut>
 struct WsTileRunner {
+  static constexpr int kMaxTileN = WsShape<C>::kMaxTileN;
   template <typename Ctx>
   static __device__ __forceinline__ void run(Ctx& c, const WsTile& T) {
     const KernelArgs& p = c.p;
@@ -332,10 +376,7 @@ struct WsTileRunner {
       ptx::wgmma_commit();
       ptx::wgmma_wait<1>();  // step kb - 1's wgmmas are done: its slot is free
       if (kb > 0 && c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
-      if (kb == c.skew_at) {  // consumer 0, first tile: consumer 1 may start now
-        ptx::named_barrier_arrive(kWsSkewBarrier, 2 * kWarpgroup);
-        c.skew_at = -1;
-      }
+      c.skew_arrive(kb);
       prev_slot = c.slot;
       c.advance();
     };
@@ -358,7 +399,7 @@ struct WsTileRunner {
 
     const int warp = c.warp, g = c.lane >> 2, t = c.lane & 3;
     if (!c.store) return;
-    const int mt = 2 * T.m2 + c.cw;
+    const int mt = C * T.mg + c.cw;
     if constexpr (kGemm1) {
       // ---- SiTU-GLU (+ MXFP8) epilogue: d[4j + {0,1}] gate, d[4j + {2,3}] up ----
       const smxx::SituCoeffs sc = smxx::situ_coeffs(beta_e, linear_beta_e);
@@ -371,7 +412,7 @@ struct WsTileRunner {
       if (p.mxfp8_out) {
         // The tile's 32 intermediates of a token are one MX block: max over g (lanes with equal
         // t) by shuffles, then over this consumer's 4 warps through shared memory.
-        const uint32_t sAmax = c.sAmax;  // shared address of [4 warps][kWsMaxTileN] floats
+        const uint32_t sAmax = c.sAmax;  // shared address of [4 warps][kMaxTileN] floats
 #pragma unroll
         for (int i = 0; i < N / 4; ++i) {
           float m = fabsf(v[i]);
@@ -379,17 +420,16 @@ struct WsTileRunner {
           m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 8));
           m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 16));
           const int col = 8 * (i >> 1) + 2 * t + (i & 1);
-          if (g == 0) ptx::sts_f32(sAmax + 4 * (warp * kWsMaxTileN + col), m);
+          if (g == 0) ptx::sts_f32(sAmax + 4 * (warp * kMaxTileN + col), m);
         }
         ptx::named_barrier(1 + c.cw, kWarpgroup);
 #pragma unroll
         for (int i = 0; i < N / 4; ++i) {
           const int col = 8 * (i >> 1) + 2 * t + (i & 1);
-          const float amax =
-              fmaxf(fmaxf(ptx::lds_f32(sAmax + 4 * col),
-                          ptx::lds_f32(sAmax + 4 * (kWsMaxTileN + col))),
-                    fmaxf(ptx::lds_f32(sAmax + 4 * (2 * kWsMaxTileN + col)),
-                          ptx::lds_f32(sAmax + 4 * (3 * kWsMaxTileN + col))));
+          const float amax = fmaxf(
+              fmaxf(ptx::lds_f32(sAmax + 4 * col), ptx::lds_f32(sAmax + 4 * (kMaxTileN + col))),
+              fmaxf(ptx::lds_f32(sAmax + 4 * (2 * kMaxTileN + col)),
+                    ptx::lds_f32(sAmax + 4 * (3 * kMaxTileN + col))));
           // formats.h's scale rule, code and value, bit for bit (smxx/mxfp8_device.cuh).
           v[i] = smxx::mxfp8_fake_quantize(v[i], smxx::mxfp8_exponent(amax));  // exact in BF16
         }
@@ -415,13 +455,38 @@ struct WsTileRunner {
         // row_weight may alias for the compiler, which otherwise reloads a weight after every
         // store and waits on each load in turn. (Loading them before the last wgmma wait, as
         // the betas are, measured no faster and spilled: P round 9.)
+        float* ycol = p.y + 64 * mt + 16 * warp + g;
+        if constexpr (C == 3) {
+          // 160 registers: the N / 4 weights beside the N / 2 accumulators spilled ~0.5 KB,
+          // so the columns go in chunks of 8 weights (all loaded before the chunk's stores).
+          constexpr int kChunk = 8;
+#pragma unroll
+          for (int j0 = 0; j0 < N / 4; j0 += kChunk) {
+            float rw[kChunk];
+#pragma unroll
+            for (int j = j0; j < j0 + kChunk && j < N / 4; ++j) {
+              const int col = 8 * (j >> 1) + 2 * t + (j & 1);
+              rw[j - j0] = col < T.nrows ? p.row_weight[T.p0 + col] : 0.0f;
+            }
+#pragma unroll
+            for (int j = j0; j < j0 + kChunk && j < N / 4; ++j) {
+              const int col = 8 * (j >> 1) + 2 * t + (j & 1);
+              const int i = 4 * (j >> 1) + (j & 1);  // rows g and g + 8: d[i], d[i + 2]
+              if (col < T.nrows) {
+                float* y = ycol + static_cast<int64_t>(T.p0 + col) * p.M;
+                y[0] = d[i] * rw[j - j0];
+                y[8] = d[i + 2] * rw[j - j0];
+              }
+            }
+          }
+          return;
+        }
         float rw[N / 4];
 #pragma unroll
         for (int j = 0; j < N / 4; ++j) {
           const int col = 8 * (j >> 1) + 2 * t + (j & 1);
           rw[j] = col < T.nrows ? p.row_weight[T.p0 + col] : 0.0f;
         }
-        float* ycol = p.y + 64 * mt + 16 * warp + g;
 #pragma unroll
         for (int i = 0; i < N / 2; ++i) {
           const int col = 8 * (i >> 2) + 2 * t + (i & 1);
@@ -438,7 +503,7 @@ struct WsTileRunner {
       // (8 LDS.128 in flight) for the stores. Holding N / 4 out_tokens beside the weights in
       // registers spilled ~0.5 KB, and an address select per element made the epilogue slower
       // (bench/NOTES.md G round 5).
-      const uint32_t sCol = c.sAmax;  // [kWsMaxTileN] x {weight, bias, row address lo, hi}
+      const uint32_t sCol = c.sAmax;  // [kMaxTileN] x {weight, bias, row address lo, hi}
       for (int col = 32 * warp + c.lane; col < N; col += kWarpgroup) {
         float w = 0.0f;
         int ot = -1;
@@ -473,6 +538,7 @@ struct WsTileRunner {
 };
 
 // The state a consumer carries from tile to tile.
+template <int C>
 struct WsConsumerCtx {
   const KernelArgs& p;
   int KT, cw, warp, lane;
@@ -486,8 +552,14 @@ struct WsConsumerCtx {
   const uint8_t *wq = nullptr, *ws = nullptr, *nq = nullptr, *ns = nullptr;
   bool nact = false;
   bool expand = true, store = true;
-  int skew_at = -1;  // consumer 0: the first tile's step after which consumer 1 starts
+  int skew_at = -1;  // consumer c < C - 1: the first tile's step after which c + 1 starts
   __device__ __forceinline__ WsConsumerCtx(const KernelArgs& args) : p(args) {}
+  __device__ __forceinline__ void skew_arrive(int kb) {
+    if (kb == skew_at) {
+      ptx::named_barrier_arrive(WsShape<C>::kSkewBarrier + cw, 2 * kWarpgroup);
+      skew_at = -1;
+    }
+  }
   __device__ __forceinline__ void advance() {
     if (++slot == stages) {
       slot = 0;
@@ -496,15 +568,16 @@ struct WsConsumerCtx {
   }
 };
 
-template <bool kGemm1, bool kOut>
+template <int C, bool kGemm1, bool kOut>
 __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int stages,
-                                            const int* sUnits, int total, int m2_tiles, int KT,
+                                            const int* sUnits, int total, int m_groups, int KT,
                                             uint32_t slots, uint32_t full, uint32_t empty,
                                             uint32_t sAmaxAll, int tune) {
-  WsConsumerCtx c(p);
+  constexpr int kMaxTileN = WsShape<C>::kMaxTileN;
+  WsConsumerCtx<C> c(p);
   c.expand = (tune & kWsTuneNoExpand) == 0;
   c.store = (tune & kWsTuneNoStore) == 0;
-  c.cw = threadIdx.x / kWarpgroup - 1;  // 0 or 1
+  c.cw = threadIdx.x / kWarpgroup - 1;  // 0 .. C - 1
   const int tid = threadIdx.x & (kWarpgroup - 1);
   c.warp = tid >> 5;
   c.lane = tid & 31;
@@ -514,13 +587,13 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   c.empty = empty;
   c.stage_bytes = cap * 128;
   c.stages = stages;
-  c.sAmax = sAmaxAll + c.cw * 4 * kWsMaxTileN * 4;
+  c.sAmax = sAmaxAll + c.cw * 4 * kMaxTileN * 4;
   const int m_tiles = p.M / kTileM, g = c.lane >> 2;
   const int64_t mk = static_cast<int64_t>(p.M) * p.K;
 
   // This consumer's weight fragments of tile T (false: its 64-row tile is past the matrix).
   auto weights_of = [&](const WsTile& T, const uint8_t** wq, const uint8_t** ws) {
-    const int mt = 2 * T.m2 + c.cw;
+    const int mt = C * T.mg + c.cw;
     if (mt >= m_tiles) return false;
     *wq = p.w_packed + T.e * (mk / 2) +
           (static_cast<int64_t>(mt) * KT * kWarpgroup + tid) * kFragBytes;
@@ -535,27 +608,28 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   bool prefetched = false;  // steps 0 and 1 of this tile already loaded by the previous tile
   int tile = blockIdx.x;
   const int skew = (tune & kWsTuneSkewMask) >> kWsTuneSkewShift;
+  // Consumer c + 1 starts `skew` K steps after consumer c (a named barrier each, once).
+  // Consumer 0's mt = C mg is always a real tile; a later one may be past the matrix in its
+  // first tile, and then arrives from the barrier-keeping loop below.
   if (skew > 0 && tile < total) {
-    if (c.cw == 0) {
-      c.skew_at = min(skew, KT) - 1;  // consumer 0's mt = 2 m2 is always a real tile
-    } else {
-      ptx::named_barrier(kWsSkewBarrier, 2 * kWarpgroup);
-    }
+    if (c.cw > 0) ptx::named_barrier(WsShape<C>::kSkewBarrier + c.cw - 1, 2 * kWarpgroup);
+    if (c.cw < C - 1) c.skew_at = min(skew, KT) - 1;
   }
   auto tiles_of_width = [&](auto n_tag) {
     constexpr int N = decltype(n_tag)::value;
     for (; tile < total; tile += gridDim.x) {
-      const WsTile T = ws_decode(p, sUnits, cap, m2_tiles, tile);
+      const WsTile T = ws_decode(p, sUnits, cap, m_groups, tile);
       if (T.ncls < N) return;  // the next (narrower) loop continues with this tile
       const bool active = weights_of(T, &c.wq, &c.ws);
       const int next = tile + gridDim.x;
       c.nact = next < total && KT >= 2 &&
-               weights_of(ws_decode(p, sUnits, cap, m2_tiles, next), &c.nq, &c.ns);
+               weights_of(ws_decode(p, sUnits, cap, m_groups, next), &c.nq, &c.ns);
       if (!active) {
         // No weight rows here: keep the barrier counts (wait for each fill, free it at once).
         for (int kb = 0; kb < KT; ++kb) {
           ptx::mbar_wait(full + 8 * c.slot, c.phase);
           if (c.lane == 0) ptx::mbar_arrive(empty + 8 * c.slot);
+          if constexpr (C > 2) c.skew_arrive(kb);
           c.advance();
         }
         prefetched = false;
@@ -577,12 +651,12 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
           c.rs[1] = ptx::ld_stream_u32(s1);
         }
       }
-      WsTileRunner<N, kGemm1, kOut>::run(c, T);
+      WsTileRunner<C, N, kGemm1, kOut>::run(c, T);
       prefetched = c.nact;
       c.par = (c.par + KT) & 1;
     }
   };
-  tiles_of_width(std::integral_constant<int, 192>());
+  if constexpr (kMaxTileN >= 192) tiles_of_width(std::integral_constant<int, 192>());
   tiles_of_width(std::integral_constant<int, 160>());
   tiles_of_width(std::integral_constant<int, 128>());
   tiles_of_width(std::integral_constant<int, 96>());
@@ -590,47 +664,48 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   tiles_of_width(std::integral_constant<int, 32>());
 }
 
-template <bool kGemm1, bool kOut>
-__global__ void __launch_bounds__(kWsThreads, 1)
+template <int C, bool kGemm1, bool kOut>
+__global__ void __launch_bounds__(WsShape<C>::kThreads, 1)
     grouped_gemm_ws_kernel(const KernelArgs p, int cap, int stages, int max_units, int tune) {
+  using S = WsShape<C>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = ptx::align_smem<1024>(smem_raw);
   const uint32_t slots = ptx::smem_addr(smem);
   const uint32_t full = slots + stages * cap * 128, empty = full + 8 * stages;
   float* sAmax = reinterpret_cast<float*>(smem + static_cast<size_t>(stages) * (cap * 128 + 16));
-  int* sScan = reinterpret_cast<int*>(reinterpret_cast<uint8_t*>(sAmax) + kWsAmaxBytes);
-  int* sUnits = sScan + kWsScanInts;
+  int* sScan = reinterpret_cast<int*>(reinterpret_cast<uint8_t*>(sAmax) + S::kAmaxBytes);
+  int* sUnits = sScan + S::kScanInts;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) {
       ptx::mbar_init(full + 8 * s, kWarpgroup);  // every producer thread, once per fill
-      ptx::mbar_init(empty + 8 * s, 8);          // every consumer warp, once per use
+      ptx::mbar_init(empty + 8 * s, 4 * C);      // every consumer warp, once per use
     }
     ptx::mbar_init_fence();
   }
   pdl::wait();  // expert_offsets, act_row and the activations come from earlier kernels
-  const int total_units = ws_build_units(p, cap, max_units, sScan, sUnits);  // syncs the CTA
-  const int m2_tiles = (p.M / kTileM + 1) / 2;
-  const int total = total_units * m2_tiles;
+  const int total_units = ws_build_units<C>(p, cap, max_units, sScan, sUnits);  // syncs the CTA
+  const int m_groups = (p.M / kTileM + C - 1) / C;
+  const int total = total_units * m_groups;
   const int KT = p.K / kStepK;
   if (threadIdx.x < kWarpgroup) {
-    ptx::setmaxnreg_dec<kWsProducerRegs>();
+    ptx::setmaxnreg_dec<S::kProducerRegs>();
     const bool load = (tune & kWsTuneNoLoad) == 0;
     switch (tune & 15) {
       case 4:
-        ws_producer<4>(p, cap, stages, load, sUnits, total, m2_tiles, KT, slots, full, empty);
+        ws_producer<C, 4>(p, cap, stages, load, sUnits, total, m_groups, KT, slots, full, empty);
         break;
       case 6:
-        ws_producer<6>(p, cap, stages, load, sUnits, total, m2_tiles, KT, slots, full, empty);
+        ws_producer<C, 6>(p, cap, stages, load, sUnits, total, m_groups, KT, slots, full, empty);
         break;
       default:
-        ws_producer<2>(p, cap, stages, load, sUnits, total, m2_tiles, KT, slots, full, empty);
+        ws_producer<C, 2>(p, cap, stages, load, sUnits, total, m_groups, KT, slots, full, empty);
         break;
     }
   } else {
-    ptx::setmaxnreg_inc<kWsConsumerRegs>();
-    ws_consumer<kGemm1, kOut>(p, cap, stages, sUnits, total, m2_tiles, KT, slots, full, empty,
-                              ptx::smem_addr(sAmax), tune);
+    ptx::setmaxnreg_inc<S::kConsumerRegs>();
+    ws_consumer<C, kGemm1, kOut>(p, cap, stages, sUnits, total, m_groups, KT, slots, full, empty,
+                                 ptx::smem_addr(sAmax), tune);
   }
 }
 

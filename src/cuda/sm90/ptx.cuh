@@ -63,6 +63,13 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
                "r"(valid ? 16 : 0)
                : "memory");
 }
+// base + 16 * off as one mad.wide.u32 (asm: the compiler keeps the 32-bit offset and does not
+// hoist a 64-bit pointer per offset out of a loop, which costs two registers each).
+__device__ __forceinline__ const void* addr16(const void* base, uint32_t off) {
+  uint64_t a;
+  asm("mad.wide.u32 %0, %1, 16, %2;\n" : "=l"(a) : "r"(off), "l"(base));
+  return reinterpret_cast<const void*>(a);
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

@@ -11,16 +11,16 @@
 
 namespace mxmoe::sm90 {
 
-constexpr int kTileNs[] = {16, 32, 64, 128, 192};
+constexpr int kTileNs[] = {16, 32, 64, 128, 160, 192};
 
 inline bool valid_tile_n(int bn) {
-  return bn == 16 || bn == 32 || bn == 64 || bn == 128 || bn == 192;
+  return bn == 16 || bn == 32 || bn == 64 || bn == 128 || bn == 160 || bn == 192;
 }
 
-// 16..128: the one-warpgroup kernel, tiles of that width. 192: the warp-specialized kernel,
-// which cuts each expert into nearly equal token tiles of <= 192 rows and picks the wgmma width
-// per tile (multiples of 32) on the device. Measured on the H200 (src/cuda/sm90/NOTES.md, P):
-// the warp-specialized kernel wins from ~146 rows per expert (EP16 T=8192: 1279 vs 1804 us),
+// 16..128: the one-warpgroup kernel, tiles of that width. 160 / 192: the warp-specialized
+// kernel with three / two consumer warpgroups, which cuts each expert into nearly equal token
+// tiles of <= 160 / 192 rows and picks the wgmma width per tile (multiples of 32) on the
+// device. Measured on the H200 (src/cuda/sm90/NOTES.md, P): the warp-specialized kernel wins from ~146 rows per expert (EP16 T=8192: 1279 vs 1804 us),
 // loses at 73 (T=4096: 1005 vs 923 us) and at 18 (T=1024: 742 vs 431 us); 96 splits the gap.
 inline int choose_tile_n(int max_rows, int num_experts) {
   const int mean = num_experts > 0 ? (max_rows + num_experts - 1) / num_experts : max_rows;
