@@ -20,15 +20,21 @@ inline bool valid_tile_n(int bn) {
 // 16..128: the one-warpgroup kernel, tiles of that width. 160 / 192: the warp-specialized
 // kernel with three / two consumer warpgroups, which cuts each expert into nearly equal token
 // tiles of <= 160 / 192 rows and picks the wgmma width per tile (multiples of 32) on the
-// device. Measured on the H200 (src/cuda/sm90/NOTES.md, P): the warp-specialized kernel wins from ~146 rows per expert (EP16 T=8192: 1279 vs 1804 us),
-// loses at 73 (T=4096: 1005 vs 923 us) and at 18 (T=1024: 742 vs 431 us); 96 splits the gap.
+// device. Measured on the H200 (src/cuda/sm90/NOTES.md, P; bench/NOTES.md P round 10):
+// - both GEMMs run faster with three consumers than with two (GEMM-only, us, 192 -> 160, same
+//   run: GEMM1 EP16 T=16384 1470 -> 1313, T=8192 774 -> 722, TP8xEP4 T=16384 784 -> 663,
+//   T=8192 427 -> 376; GEMM2 702 -> 656, 377 -> 361, 642 -> 596, 331 -> 311);
+// - from 33 rows per expert up, three consumers beat the one-warpgroup kernel (GEMM1 + GEMM2,
+//   us, same runs): 73 rows (T=4096) 128-wide tiles -> 160: EP16 989 -> 797, TP8xEP4 609 ->
+//   508; 37 rows (EP16 T=2048) 64-wide -> 160: 732 -> 692, 55 rows (T=3072) 827 -> 741, TP8xEP4
+//   T=2048 426 -> 414 (two consumers had lost at 73 rows, 1005 vs 923 us at GEMM1, before the
+//   producer and epilogue work of P rounds 4-9); at 18 rows (EP16 T=1024) they lose to the
+//   32-wide tiles (528 -> 625 us).
 inline int choose_tile_n(int max_rows, int num_experts) {
   const int mean = num_experts > 0 ? (max_rows + num_experts - 1) / num_experts : max_rows;
   if (mean <= 16) return 16;
   if (mean <= 32) return 32;
-  if (mean <= 64) return 64;
-  if (mean <= 96) return 128;
-  return 192;
+  return 160;
 }
 
 }  // namespace mxmoe::sm90
