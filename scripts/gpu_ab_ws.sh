@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# scripts/gpu_ab_ws.sh: same-call A/B of the warp-specialized prefill kernel's consumer count
+# (tile_n 192: two consumer warpgroups, 160: three) on the lent H200. Builds the GEMM test and
+# the CLI, runs the grouped-GEMM correctness tests, the GEMM-only bench of both shapes, the
+# three-consumer tune sweep, then `mxmoe bench` end to end with the heuristic's choice and with
+# MXMOE_SM90_WS_CAP=160 / 192 for both GEMMs. Logs to $OUT (else build-gpu/logs); a table last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=$PWD/build-gpu
+LOG=${OUT:-$B/logs}
+mkdir -p "$LOG"
+deps=()
+[ -d .deps/googletest ] && deps+=(-DMXMOE_GTEST_DIR="$PWD/.deps/googletest")
+[ -d .deps/json ] && deps+=(-DMXMOE_JSON_INCLUDE="$PWD/.deps/json")
+cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXMOE_ENABLE_CUDA=ON "${deps[@]}" \
+  > "$LOG/configure.log" 2>&1 || { tail -20 "$LOG/configure.log"; exit 1; }
+ninja -C "$B" -j16 test_sm90_grouped_gemm mxmoe ${MXMOE_AB_TARGETS:-} > "$LOG/build.log" 2>&1 ||
+  { grep -E "error|FAILED" "$LOG/build.log" | head -20; exit 1; }
+echo "build ok; spills: $(grep -c 'bytes spill' "$LOG/build.log")"
+"$B/tests/gpu/test_sm90_grouped_gemm" > "$LOG/gemm_tests.txt" 2>&1
+echo "test_sm90_grouped_gemm rc $?: $(grep -E '^\[  (PASSED|FAILED)' "$LOG/gemm_tests.txt" | tr '\n' ' ')"
+grep "FAILED\|Failure" "$LOG/gemm_tests.txt" | head -10
+"$B/tests/gpu/test_sm90_grouped_gemm" --gtest_also_run_disabled_tests \
+  --gtest_filter='*DISABLED_WsConsumers*' > "$LOG/ws_bench.txt" 2>&1
+# The three-consumer kernel's skew and diagnostics at EP16 T=16384 (tune "lag,stages,flags").
+if [ -n "${MXMOE_AB_TUNE:-}" ]; then
+  MXMOE_SM90_WS_CAP=160 "$B/tests/gpu/test_sm90_grouped_gemm" --gtest_also_run_disabled_tests \
+    --gtest_filter='*DISABLED_WarpSpecializedTune*' > "$LOG/ws_tune.txt" 2>&1
+fi
+bench="--layouts ${MXMOE_AB_LAYOUTS:-ep16,tp8ep4} --tokens ${MXMOE_AB_TOKENS:-4096,8192,16384} --backends w4a16,w4a8 --routing uniform --router ids --no-baselines --budget 0.1"
+# a: the heuristic; b: MXMOE_SM90_WS_CAP=160 (also where the heuristic picks 128); c: 192.
+"$B/tools/mxmoe/mxmoe" bench $bench > "$LOG/e2e_a.txt" 2>&1
+MXMOE_SM90_WS_CAP=160 "$B/tools/mxmoe/mxmoe" bench $bench > "$LOG/e2e_b.txt" 2>&1
+MXMOE_SM90_WS_CAP=192 "$B/tools/mxmoe/mxmoe" bench $bench > "$LOG/e2e_c.txt" 2>&1
+echo "---- GEMM-only (us): tile_n, layout, T, gemm1, gemm1+mx, gemm2 ----"
+sed -n 's/^BENCH \([A-Z0-9x]*\) .*T= *\([0-9]*\) .*tile_n=\([0-9]*\).*gemm1 *\([0-9.]*\) us.*gemm1+mx *\([0-9.]*\) us | gemm2 *\([0-9.]*\) us.*/\3 \1 \2 \4 \5 \6/p' "$LOG/ws_bench.txt"
+echo "---- 3 consumers, EP16 T=16384, tune: gemm1, gemm1+mx, gemm2 ----"
+[ -f "$LOG/ws_tune.txt" ] && sed -n 's/^BENCH \(EP16[^ ]*\) .*gemm1 *\([0-9.]*\) us.*gemm1+mx *\([0-9.]*\) us | gemm2 *\([0-9.]*\) us.*/\1 \2 \3 \4/p' "$LOG/ws_tune.txt"
+echo "---- end to end (us): a = heuristic, b = MXMOE_SM90_WS_CAP=160, c = 192 ----"
+for f in a b c; do
+  echo "[$f] $(grep -E '^(ep16|tp8ep4) ' "$LOG/e2e_$f.txt" | awk '{printf "%s/%s/%s %s  ", $1, $2, $6, $9}')"
+done
