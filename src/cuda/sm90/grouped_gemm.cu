@@ -69,7 +69,8 @@ WsTune ws_tune() {
         st >= lag + 2 && st <= kWsMaxStages) {
       t.lag = lag;
       t.max_stages = st;
-      t.flags = fl & (kWsTuneNoLoad | kWsTuneNoExpand | kWsTuneNoStore | kWsTuneSkewMask);
+      t.flags = fl & (kWsTuneNoLoad | kWsTuneNoExpand | kWsTuneNoStore | kWsTuneNoSteady |
+                    kWsTuneSkewMask);
     }
   }
   return t;

@@ -101,6 +101,9 @@ constexpr int kWsL2Ahead = 6;
 // the results wrong on purpose, for timing only: bit 8 the producer copies nothing, bit 9 the
 // consumers skip the weight conversion, bit 10 they skip the epilogue's stores.
 constexpr int kWsTuneNoLoad = 1 << 8, kWsTuneNoExpand = 1 << 9, kWsTuneNoStore = 1 << 10;
+// tune bit 11 (results stay exact): every step takes the generic path (the A/B of the steady
+// step, WsTileRunner::run).
+constexpr int kWsTuneNoSteady = 1 << 11;
 // tune bits 12-15: consumer c + 1 starts that many K steps after consumer c, so their epilogues
 // do not coincide (the tensor core then runs one consumer's MMAs during another's epilogue).
 constexpr int kWsTuneSkewShift = 12, kWsTuneSkewMask = 15 << kWsTuneSkewShift;
@@ -346,6 +349,10 @@ struct WsTileRunner {
     } else if constexpr (kOut) {
       any_out = p.expert_has_out == nullptr || p.expert_has_out[T.e] != 0;
     }
+    // q, s: this tile's fragment and scale words of step kb + 2, advanced with kb (the only
+    // weight pointers live through the mainloop).
+    const uint8_t* q = c.wq + 2 * c.kQStep;
+    const uint8_t* s = c.ws + 2 * c.kSStep;
     // One 64-K step on weight buffer B: expand step kb's fragment, fetch step kb + 2's (or the
     // next tile's first steps), 4 wgmmas on the slot, then free the previous step's slot.
     auto step = [&](int kb, auto buf) {
@@ -353,8 +360,8 @@ struct WsTileRunner {
       ptx::mbar_wait(c.full + 8 * c.slot, c.phase);
       if (c.expand) expand_fragment(c.rq[B], c.rs[B], a[B], p.small_scales);
       if (kb + 2 < KT) {
-        c.rq[B] = ptx::ld_stream_v4(c.wq + (kb + 2) * c.kQStep);
-        c.rs[B] = ptx::ld_stream_u32(c.ws + (kb + 2) * c.kSStep);
+        c.rq[B] = ptx::ld_stream_v4(q);
+        c.rs[B] = ptx::ld_stream_u32(s);
       } else if (c.nact) {  // the next tile's step kb + 2 - KT lands in the same buffer parity
         c.rq[B] = ptx::ld_stream_v4(c.nq + (kb + 2 - KT) * c.kQStep);
         c.rs[B] = ptx::ld_stream_u32(c.ns + (kb + 2 - KT) * c.kSStep);
@@ -362,24 +369,54 @@ struct WsTileRunner {
       // The register loads above are only two steps ahead; the weights of step kb + kWsL2Ahead
       // are pulled into L2 now so those loads hit L2 instead of waiting on DRAM.
       if (kb + kWsL2Ahead < KT) {
-        ptx::prefetch_l2(c.wq + (kb + kWsL2Ahead) * c.kQStep);
-        ptx::prefetch_l2(c.ws + (kb + kWsL2Ahead) * c.kSStep);
+        ptx::prefetch_l2(q + (kWsL2Ahead - 2) * c.kQStep);
+        ptx::prefetch_l2(s + (kWsL2Ahead - 2) * c.kSStep);
       } else if (c.nact && kb + kWsL2Ahead - KT < KT) {
         ptx::prefetch_l2(c.nq + (kb + kWsL2Ahead - KT) * c.kQStep);
         ptx::prefetch_l2(c.ns + (kb + kWsL2Ahead - KT) * c.kSStep);
       }
+      q += c.kQStep;
+      s += c.kSStep;
 #pragma unroll
       for (int i = 0; i < 16; ++i) ptx::fence_operand(a[B][i]);
       ptx::wgmma_fence();
-      const uint32_t tile_addr = c.slots + c.slot * c.stage_bytes;
+      const uint32_t desc_lo = c.desc0 + c.slot * c.desc_stride;  // the slot's descriptor
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        ptx::WgmmaRS<N>::mma(d, &a[B][4 * j], ptx::desc_sw128(tile_addr + 32 * j), 1);
+        ptx::WgmmaRS<N>::mma(d, &a[B][4 * j], ptx::desc_sw128_lo(desc_lo + 2 * j), 1);
       }
       ptx::wgmma_commit();
       ptx::wgmma_wait<1>();  // step kb - 1's wgmmas are done: its slot is free
       if (kb > 0 && c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
       c.skew_arrive(kb);
+      prev_slot = c.slot;
+      c.advance();
+    };
+    // The steady step: every step of the tile's body, where step kb + 2's fragment and step
+    // kb + kWsL2Ahead's lines are both in this tile, kb > 0, and no skew hand-off or diagnostic
+    // is pending. It does what `step` does with none of its run-time tests: the fetch and
+    // prefetch addresses are q plus immediates (q advances once per pair of steps), and the
+    // four descriptors one multiply-add from the slot plus immediates. `step` spent ~95 of its
+    // ~150 SASS instructions outside the conversion and the wgmmas (bench/NOTES.md P round 11).
+    auto steady = [&](auto buf) {
+      constexpr int B = decltype(buf)::value;  // also the step's offset from q
+      ptx::mbar_wait(c.full + 8 * c.slot, c.phase);
+      expand_fragment(c.rq[B], c.rs[B], a[B], p.small_scales);
+      c.rq[B] = ptx::ld_stream_v4(q + B * c.kQStep);
+      c.rs[B] = ptx::ld_stream_u32(s + B * c.kSStep);
+      ptx::prefetch_l2(q + (B + kWsL2Ahead - 2) * c.kQStep);
+      ptx::prefetch_l2(s + (B + kWsL2Ahead - 2) * c.kSStep);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) ptx::fence_operand(a[B][i]);
+      ptx::wgmma_fence();
+      const uint32_t desc_lo = c.desc0 + c.slot * c.desc_stride;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        ptx::WgmmaRS<N>::mma(d, &a[B][4 * j], ptx::desc_sw128_lo(desc_lo + 2 * j), 1);
+      }
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<1>();  // the previous step's wgmmas are done: its slot is free
+      if (c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
       prev_slot = c.slot;
       c.advance();
     };
@@ -390,9 +427,17 @@ struct WsTileRunner {
       step(kb, B1());
       ++kb;
     }
+    const bool fast = c.steady && c.skew_at < 0;
     for (; kb + 1 < KT; kb += 2) {
-      step(kb, B0());
-      step(kb + 1, B1());
+      if (fast && kb > 0 && kb + 1 + kWsL2Ahead < KT) {
+        steady(B0());
+        steady(B1());
+        q += 2 * c.kQStep;
+        s += 2 * c.kSStep;
+      } else {
+        step(kb, B0());
+        step(kb + 1, B1());
+      }
     }
     if (kb < KT) step(kb, B0());
     ptx::wgmma_wait<0>();
@@ -545,7 +590,8 @@ template <int C>
 struct WsConsumerCtx {
   const KernelArgs& p;
   int KT, cw, warp, lane;
-  uint32_t slots, full, empty, stage_bytes;
+  uint32_t full, empty;
+  uint32_t desc0, desc_stride;  // slot 0's wgmma descriptor low word, and its step per slot
   int stages, slot = 0, phase = 0;
   uint32_t sAmax;  // shared address of this consumer's amax scratch
   static constexpr int kQStep = kWarpgroup * kFragBytes, kSStep = kRowPairs * kFragScaleBytes;
@@ -555,6 +601,7 @@ struct WsConsumerCtx {
   const uint8_t *wq = nullptr, *ws = nullptr, *nq = nullptr, *ns = nullptr;
   bool nact = false;
   bool expand = true, store = true;
+  bool steady = true;  // steady steps allowed (not with the no-conversion diagnostic)
   int skew_at = -1;  // consumer c < C - 1: the first tile's step after which c + 1 starts
   __device__ __forceinline__ WsConsumerCtx(const KernelArgs& args) : p(args) {}
   __device__ __forceinline__ void skew_arrive(int kb) {
@@ -580,15 +627,16 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   WsConsumerCtx<C> c(p);
   c.expand = (tune & kWsTuneNoExpand) == 0;
   c.store = (tune & kWsTuneNoStore) == 0;
+  c.steady = c.expand && (tune & kWsTuneNoSteady) == 0;
   c.cw = threadIdx.x / kWarpgroup - 1;  // 0 .. C - 1
   const int tid = threadIdx.x & (kWarpgroup - 1);
   c.warp = tid >> 5;
   c.lane = tid & 31;
   c.KT = KT;
-  c.slots = slots;
   c.full = full;
   c.empty = empty;
-  c.stage_bytes = cap * 128;
+  c.desc0 = ptx::desc_sw128_lo_of(slots);
+  c.desc_stride = cap * 128 / 16;
   c.stages = stages;
   c.sAmax = sAmaxAll + c.cw * WsShape<C>::kAmaxConsumerBytes;
   const int m_tiles = p.M / kTileM, g = c.lane >> 2;

@@ -41,6 +41,16 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
   return d;
 }
 
+// The same descriptor from its low word (desc_sw128_lo_of(addr) for a 16-byte-aligned addr:
+// addr + 16 i has low word desc_sw128_lo_of(addr) + i); the high word is a constant.
+__device__ __forceinline__ uint32_t desc_sw128_lo_of(uint32_t addr) {
+  return ((addr & 0x3FFFF) >> 4) | (1u << 16);
+}
+__device__ __forceinline__ uint64_t desc_sw128_lo(uint32_t lo) {
+  constexpr uint32_t kHi = (1024 >> 4) | (1u << 30);  // stride byte offset, 128-byte swizzle
+  return (static_cast<uint64_t>(kHi) << 32) | lo;
+}
+
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
