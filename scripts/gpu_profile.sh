@@ -17,10 +17,10 @@ filter='--gtest_also_run_disabled_tests --gtest_filter=*DISABLED_Prefill16384*'
 obj=$(find "$B" -name 'grouped_gemm.cu.o' | head -1)
 [ -n "$obj" ] && cuobjdump --dump-sass "$obj" | gzip > "$LOG/grouped_gemm.sass.gz"
 # name : kernel regex : launches to skip (EP16 GEMM1, three consumers: the second launch;
-# EP16 GEMM2, two consumers: the second; TP8xEP4 GEMM2: EP16 has 19 launches of the plain
-# GEMM2 (warm-up + 18), so the 21st is TP8xEP4's second)
-for spec in "g1_ep16:grouped_gemm_ws_kernelILi3ELb1ELb0:1" "g2_ep16:grouped_gemm_ws_kernelILi2ELb0ELb0:1" \
-    "g2_tp8:grouped_gemm_ws_kernelILi2ELb0ELb0:20"; do
+# EP16 GEMM2: the second; TP8xEP4 GEMM2: EP16 has 19 launches of the plain GEMM2 (warm-up +
+# 18), so the 21st is TP8xEP4's second). MXMOE_PROFILE_SPECS replaces the list.
+specs=${MXMOE_PROFILE_SPECS:-"g1_ep16:grouped_gemm_ws_kernelILi3ELb1ELb0:1 g2_ep16:grouped_gemm_ws_kernelILi3ELb0ELb0:1 g2_tp8:grouped_gemm_ws_kernelILi3ELb0ELb0:20"}
+for spec in $specs; do
   IFS=: read -r name regex skip <<< "$spec"
   ncu --clock-control none --kernel-name-base mangled -k "regex:$regex" --launch-skip "$skip" -c 1 \
     --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
