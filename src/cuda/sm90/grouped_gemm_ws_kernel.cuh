@@ -95,7 +95,10 @@ constexpr int kWsLag = 2;
 constexpr int kWsMinStages = kWsLag + 2;
 // K steps ahead of use at which a consumer prefetches its weight lines into L2 (its register
 // loads are 2 steps ahead; the first H200 profile after the producer fix showed GEMM2's
-// consumers waiting on those loads: bench/NOTES.md P round 5).
+// consumers waiting on those loads: bench/NOTES.md P round 5). Known limit: ptxas gives every
+// weight load of the step loop the same scoreboard, so a step's first use of its fragment also
+// waits for the loads issued a step later, and the loop head drains them (~9% of the
+// consumers' samples, P round 12; the shared-memory alternatives measured there lost more).
 constexpr int kWsL2Ahead = 6;
 // tune: bits 0-3 the producer lag (2, 4, 6; slots >= lag + 2), and three diagnostics that make
 // the results wrong on purpose, for timing only: bit 8 the producer copies nothing, bit 9 the
