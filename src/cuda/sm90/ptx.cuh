@@ -32,23 +32,17 @@ __device__ __forceinline__ uint8_t* align_smem(uint8_t* p) {
 
 // K-major operand, rows of 128 bytes (64 BF16), 128-byte swizzle, 8-row groups 1024 bytes apart.
 // `addr` must sit in a 1024-byte aligned tile, plus 32 bytes per k16 step inside the row.
-__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
-  uint64_t d = 0;
-  d |= static_cast<uint64_t>((addr & 0x3FFFF) >> 4);
-  d |= static_cast<uint64_t>(1) << 16;            // leading byte offset: unused with 128B swizzle
-  d |= static_cast<uint64_t>(1024 >> 4) << 32;    // stride byte offset: next 8-row group
-  d |= static_cast<uint64_t>(1) << 62;            // 128-byte swizzle
-  return d;
-}
-
-// The same descriptor from its low word (desc_sw128_lo_of(addr) for a 16-byte-aligned addr:
-// addr + 16 i has low word desc_sw128_lo_of(addr) + i); the high word is a constant.
+// The descriptor's low word (desc_sw128_lo_of) holds the address (addr + 16 i has low word
+// desc_sw128_lo_of(addr) + i, so a kernel may step it by adds); the high word is a constant.
 __device__ __forceinline__ uint32_t desc_sw128_lo_of(uint32_t addr) {
-  return ((addr & 0x3FFFF) >> 4) | (1u << 16);
+  return ((addr & 0x3FFFF) >> 4) | (1u << 16);  // start address; leading byte offset unused
 }
 __device__ __forceinline__ uint64_t desc_sw128_lo(uint32_t lo) {
   constexpr uint32_t kHi = (1024 >> 4) | (1u << 30);  // stride byte offset, 128-byte swizzle
   return (static_cast<uint64_t>(kHi) << 32) | lo;
+}
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
+  return desc_sw128_lo(desc_sw128_lo_of(addr));
 }
 
 __device__ __forceinline__ void wgmma_fence() {

@@ -14,7 +14,10 @@ namespace mxmoe::sm90 {
 constexpr int kTileNs[] = {16, 32, 64, 128, 160, 192};
 
 inline bool valid_tile_n(int bn) {
-  return bn == 16 || bn == 32 || bn == 64 || bn == 128 || bn == 160 || bn == 192;
+  for (int v : kTileNs) {
+    if (bn == v) return true;
+  }
+  return false;
 }
 
 // 16..128: the one-warpgroup kernel, tiles of that width. 160 / 192: the warp-specialized
