@@ -181,8 +181,8 @@ void bench(const char* layout, int E, int I, int topk, int T, int tile_n = 0) {
   BENCH_CUDA(cudaGetLastError());
   const double f1 = 2.0 * pairs * 2 * I * H, f2 = 2.0 * pairs * H * I;
   const double b1 = static_cast<double>(hit) * (w13q + w13s), b2 = static_cast<double>(hit) * (w2q + w2s);
-  // Tile quantization: MMA work the token tiles pad in (the warp-specialized kernel's units of
-  // at most 192 rows, each run with wgmma N rounded up to 32; below that fixed tiles of tn).
+  // Tile quantization: MMA work the token tiles pad in (the warp-specialized kernel's units,
+  // tile_heuristic.h ws_unit_rows, each run at ws_width; below that fixed tiles of tn).
   const int tn = tile_n != 0 ? tile_n : choose_tile_n(pairs, E);
   int64_t padded = 0;
   for (int e = 0; e < E; ++e) {
@@ -192,9 +192,8 @@ void bench(const char* layout, int E, int I, int topk, int T, int tile_n = 0) {
       padded += static_cast<int64_t>(r + tn - 1) / tn * tn;
       continue;
     }
-    const int n = (r + tn - 1) / tn, sz = (r + n - 1) / n, units = (r + sz - 1) / sz;
-    padded += static_cast<int64_t>(units - 1) * ((sz + 31) / 32 * 32) +
-              ((r - (units - 1) * sz + 31) / 32 * 32);
+    const int sz = ws_unit_rows(r, tn), units = ws_unit_count(r, sz);
+    padded += static_cast<int64_t>(units - 1) * ws_width(sz) + ws_width(r - (units - 1) * sz);
   }
   const double kBf16Dense = 802.0;  // TFLOP/s, KIMI_K3.md's in-run ceiling on this H200
   printf("BENCH %-8s E=%3d I=%4d T=%5d pairs=%6d hit=%3d tile_n=%3d useful %4.1f%% | gemm1 %8.1f us "

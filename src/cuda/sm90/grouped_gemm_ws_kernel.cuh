@@ -55,6 +55,7 @@
 #include "sm90/grouped_gemm_kernel.cuh"
 #include "sm90/mxfp4_fragment.h"
 #include "sm90/ptx.cuh"
+#include "sm90/tile_heuristic.h"
 #include "smxx/mxfp8_device.cuh"
 #include "smxx/situ_device.cuh"
 #include "smxx/pdl.cuh"
@@ -62,7 +63,6 @@
 
 namespace mxmoe::sm90 {
 
-constexpr int kWsClassN = 32;  // granularity of the per-tile wgmma N
 // The CTA's shape by its number of consumer warpgroups C (2 or 3; a CTA tile is 64 C weight
 // rows). All registers of the SM are split between the producer and the consumers:
 //  - C = 2: 384 threads; producer 56 registers, consumers 224. Widest token tile 192 (96
@@ -78,7 +78,7 @@ struct WsShape {
   static_assert(C == 2 || C == 3, "2 or 3 consumer warpgroups");
   static constexpr int kThreads = (C + 1) * kWarpgroup;
   static constexpr int kMaxTileN = C == 2 ? 192 : 160;
-  static constexpr int kClasses = kMaxTileN / kWsClassN;
+  static constexpr int kClasses = kMaxTileN / kWsWidthStep;  // wgmma widths (ws_width)
   static constexpr int kProducerRegs = C == 2 ? 56 : 32;
   static constexpr int kConsumerRegs = C == 2 ? 224 : 160;
   static_assert(kWarpgroup * kProducerRegs + C * kWarpgroup * kConsumerRegs <= 65536, "regs");
@@ -134,8 +134,9 @@ struct WsTile {
   int e, p0, nrows, ncls, mg;  // mg: the CTA's group of C 64-row weight tiles
 };
 
-// Units of expert e at width cap: n = ceil(r / cap) pieces of sz = ceil(r / n) rows; counting
-// ceil(r / sz) units keeps the last one non-empty.
+// Units of expert e at width cap (tile_heuristic.h's cut; none for an empty expert). sz is
+// ws_unit_rows(r, cap) spelled out: calling that helper here moved the registers of the whole
+// kernel (cuobjdump), so the shipped schedule keeps the inline form.
 __device__ __forceinline__ void ws_units_of(const KernelArgs& p, int e, int cap, int* begin,
                                             int* rows, int* units, int* sz) {
   expert_rows(p, e, begin, rows);
@@ -147,10 +148,7 @@ __device__ __forceinline__ void ws_units_of(const KernelArgs& p, int e, int cap,
   }
   const int n = (r + cap - 1) / cap;
   *sz = (r + n - 1) / n;
-  *units = (r + *sz - 1) / *sz;
-}
-__device__ __forceinline__ int ws_class(int nrows) {
-  return (nrows + kWsClassN - 1) / kWsClassN - 1;
+  *units = ws_unit_count(r, *sz);
 }
 
 // Fills sUnits (all threads of the CTA): units ordered by class (wgmma N) descending, then
@@ -171,7 +169,7 @@ __device__ int ws_build_units(const KernelArgs& p, int cap, int max_units, int* 
     int b, r, n, sz;
     ws_units_of(p, e, cap, &b, &r, &n, &sz);
     if (n == 0) continue;
-    const int cs = ws_class(sz), cl = ws_class(r - (n - 1) * sz);
+    const int cs = ws_class_of(sz), cl = ws_class_of(r - (n - 1) * sz);
 #pragma unroll
     for (int c = 0; c < kWsClasses; ++c) cnt[c] += (c == cs ? n - 1 : 0) + (c == cl ? 1 : 0);
   }
@@ -200,7 +198,7 @@ __device__ int ws_build_units(const KernelArgs& p, int cap, int max_units, int* 
     int b, r, n, sz;
     ws_units_of(p, e, cap, &b, &r, &n, &sz);
     if (n == 0) continue;
-    const int cs = ws_class(sz), cl = ws_class(r - (n - 1) * sz);
+    const int cs = ws_class_of(sz), cl = ws_class_of(r - (n - 1) * sz);
     int pos = 0;
 #pragma unroll
     for (int c = 0; c < kWsClasses; ++c) pos = c == cs ? run[c] : pos;
@@ -231,7 +229,7 @@ __device__ __forceinline__ WsTile ws_decode(const KernelArgs& p, const int* sUni
   ws_units_of(p, T.e, cap, &begin, &rows, &n, &sz);
   T.p0 = begin + k * sz;
   T.nrows = min(sz, rows - k * sz);
-  T.ncls = (ws_class(T.nrows) + 1) * kWsClassN;
+  T.ncls = ws_width(T.nrows);
   return T;
 }
 

@@ -20,9 +20,32 @@ inline bool valid_tile_n(int bn) {
   return false;
 }
 
+// How the warp-specialized kernel cuts an expert of r > 0 rows at token-tile cap `cap`: n =
+// ceil(r / cap) pieces of sz = ceil(r / n) rows (ws_unit_rows); counting ceil(r / sz) units
+// (ws_unit_count) keeps the last one, r - (units - 1) sz rows, non-empty.
+constexpr int ws_unit_rows(int r, int cap) {
+  const int n = (r + cap - 1) / cap;
+  return (r + n - 1) / n;
+}
+constexpr int ws_unit_count(int r, int sz) { return (r + sz - 1) / sz; }
+// The warp-specialized kernel's wgmma widths: a token tile of nrows rows runs at the next
+// multiple of kWsWidthStep (class c: width (c + 1) kWsWidthStep). The device code and the
+// bench's padding count both use these. Steps of 16 (three consumers) measured no better: the
+// consumers' step is bound by its own chain more than by the tensor core, so 144-wide tiles
+// ran about as long as 160-wide ones (bench/NOTES.md P round 13).
+constexpr int kWsWidthStep = 32;
+constexpr int ws_class_of(int nrows) { return (nrows + kWsWidthStep - 1) / kWsWidthStep - 1; }
+constexpr int ws_width_of_class(int cls) { return (cls + 1) * kWsWidthStep; }
+constexpr int ws_width(int nrows) { return ws_width_of_class(ws_class_of(nrows)); }
+static_assert(ws_unit_rows(293, 160) == 147 && ws_unit_count(293, 147) == 2 &&
+                  ws_unit_rows(700, 160) == 140 && ws_unit_count(700, 140) == 5 &&
+                  ws_unit_rows(161, 160) == 81 && ws_width(147) == 160 && ws_width(33) == 64 &&
+                  ws_width(32) == 32,
+              "the worked examples of grouped_gemm_ws_kernel.cuh's header");
+
 // 16..128: the one-warpgroup kernel, tiles of that width. 160 / 192: the warp-specialized
 // kernel with three / two consumer warpgroups, which cuts each expert into nearly equal token
-// tiles of <= 160 / 192 rows and picks the wgmma width per tile (multiples of 32) on the
+// tiles of <= 160 / 192 rows and picks the wgmma width per tile (ws_width above) on the
 // device. Measured on the H200 (src/cuda/sm90/NOTES.md, P; bench/NOTES.md P round 10):
 // - both GEMMs run faster with three consumers than with two (GEMM-only, us, 192 -> 160, same
 //   run: GEMM1 EP16 T=16384 1470 -> 1313, T=8192 774 -> 722, TP8xEP4 T=16384 784 -> 663,
