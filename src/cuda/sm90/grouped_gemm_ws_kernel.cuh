@@ -83,7 +83,7 @@ struct WsShape {
   static constexpr int kConsumerRegs = C == 2 ? 224 : 160;
   static_assert(kWarpgroup * kProducerRegs + C * kWarpgroup * kConsumerRegs <= 65536, "regs");
   static constexpr int kScanInts = (kThreads / 32) * kClasses + 16;
-  // GEMM1 MX amax: [consumer][warp][token] floats; GEMM2: [consumer][token] 16-byte entries.
+  // GEMM1 MX amax: [consumer][token][warp] floats; GEMM2: [consumer][token] 16-byte entries.
   static constexpr int kAmaxConsumerBytes = 4 * kMaxTileN * 4;
   static constexpr int kAmaxBytes = C * kAmaxConsumerBytes;
   // Named barriers: 1..C the consumers' amax exchange, C + 1 + c the skew hand-off c -> c + 1.
@@ -460,8 +460,13 @@ struct WsTileRunner {
       }
       if (p.mxfp8_out) {
         // The tile's 32 intermediates of a token are one MX block: max over g (lanes with equal
-        // t) by shuffles, then over this consumer's 4 warps through shared memory.
-        const uint32_t sAmax = c.sAmax;  // shared address of [4 warps][kMaxTileN] floats
+        // t) by shuffles, then over this consumer's 4 warps through shared memory, where a
+        // token's 4 partial maxima sit together (one LDS.128). v[i] and v[i + 1] (i even) are
+        // tokens col and col + 1: one conversion pair for both (mxfp8_fake_quantize_pair).
+        // Every store and select here is predicated, not branched: with a branch per element
+        // (mxfp8_exponent's early returns, `if (g == 0)`, `if (col < nrows)`) the N / 4
+        // elements ran one after another (bench/NOTES.md P round 14).
+        const uint32_t sAmax = c.sAmax;  // shared address of [kMaxTileN][4 warps] floats
 #pragma unroll
         for (int i = 0; i < N / 4; ++i) {
           float m = fabsf(v[i]);
@@ -469,18 +474,23 @@ struct WsTileRunner {
           m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 8));
           m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 16));
           const int col = 8 * (i >> 1) + 2 * t + (i & 1);
-          if (g == 0) ptx::sts_f32(sAmax + 4 * (warp * kMaxTileN + col), m);
+          ptx::sts_f32_if(sAmax + 16 * col + 4 * warp, m, g == 0);
         }
         ptx::named_barrier(1 + c.cw, kWarpgroup);
+        auto block_amax = [&](int col) {
+          const uint4 w = ptx::lds_v4_b32(sAmax + 16 * col);
+          return fmaxf(fmaxf(__uint_as_float(w.x), __uint_as_float(w.y)),
+                       fmaxf(__uint_as_float(w.z), __uint_as_float(w.w)));
+        };
 #pragma unroll
-        for (int i = 0; i < N / 4; ++i) {
-          const int col = 8 * (i >> 1) + 2 * t + (i & 1);
-          const float amax = fmaxf(
-              fmaxf(ptx::lds_f32(sAmax + 4 * col), ptx::lds_f32(sAmax + 4 * (kMaxTileN + col))),
-              fmaxf(ptx::lds_f32(sAmax + 4 * (2 * kMaxTileN + col)),
-                    ptx::lds_f32(sAmax + 4 * (3 * kMaxTileN + col))));
+        for (int i = 0; i < N / 4; i += 2) {
+          const int col = 8 * (i >> 1) + 2 * t;
           // formats.h's scale rule, code and value, bit for bit (smxx/mxfp8_device.cuh).
-          v[i] = smxx::mxfp8_fake_quantize(v[i], smxx::mxfp8_exponent(amax));  // exact in BF16
+          const float2 q = smxx::mxfp8_fake_quantize_pair(
+              v[i], smxx::mxfp8_exponent(block_amax(col)), v[i + 1],
+              smxx::mxfp8_exponent(block_amax(col + 1)));
+          v[i] = q.x;  // exact in BF16
+          v[i + 1] = q.y;
         }
         ptx::named_barrier(1 + c.cw, kWarpgroup);  // sAmax read before the next tile writes it
       }
@@ -489,9 +499,8 @@ struct WsTileRunner {
 #pragma unroll
       for (int i = 0; i < N / 4; ++i) {
         const int col = 8 * (i >> 1) + 2 * t + (i & 1);
-        if (col < T.nrows) {
-          hcol[static_cast<int64_t>(T.p0 + col) * I] = __float2bfloat16_rn(v[i]);
-        }
+        ptx::stg_b16_if(hcol + static_cast<int64_t>(T.p0 + col) * I,
+                        __bfloat16_as_ushort(__float2bfloat16_rn(v[i])), col < T.nrows);
       }
     } else {
       // ---- GEMM2 epilogue: y (or out) = row_weight * acc ----

@@ -109,6 +109,13 @@ __device__ __forceinline__ int lds_s32(uint32_t addr) {
 __device__ __forceinline__ void sts_f32(uint32_t addr, float v) {
   asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
 }
+// The same when pred, predicated: an unrolled loop of `if (pred) sts_f32(...)` got a branch
+// and a reconvergence point per store from nvcc.
+__device__ __forceinline__ void sts_f32_if(uint32_t addr, float v, bool pred) {
+  asm volatile("{\n.reg .pred P;\nsetp.ne.u32 P, %2, 0;\n@P st.shared.f32 [%0], %1;\n}\n" ::"r"(addr),
+               "f"(v), "r"(static_cast<uint32_t>(pred))
+               : "memory");
+}
 __device__ __forceinline__ void sts_v4_b32(uint32_t addr, const uint4& v) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y),
                "r"(v.z), "r"(v.w)
@@ -296,6 +303,12 @@ __device__ __forceinline__ void stg2_f32_if(float* p, float a, float b, bool pre
       "@P st.global.f32 [%0+32], %2;\n}\n" ::"l"(p),
       "f"(a), "f"(b), "r"(static_cast<uint32_t>(pred))
       : "memory");
+}
+// A 16-bit value (a BF16's bits) to global when pred; predicated, as stg2_f32_if.
+__device__ __forceinline__ void stg_b16_if(void* p, uint16_t bits, bool pred) {
+  asm volatile("{\n.reg .pred P;\nsetp.ne.u32 P, %2, 0;\n@P st.global.b16 [%0], %1;\n}\n" ::"l"(p),
+               "h"(bits), "r"(static_cast<uint32_t>(pred))
+               : "memory");
 }
 // Arrives on named barrier `id` without waiting (the waiting side uses bar.sync, same count).
 __device__ __forceinline__ void named_barrier_arrive(int id, int count) {

@@ -21,6 +21,7 @@
 //   float    mxfp8_fake_quantize(float v, int E), float2 mxfp8_fake_quantize2(v0, v1, E)
 //              == ldexpf(e4m3_to_float(float_to_e4m3(ldexpf(v, -E))), E): the exact dequantized
 //              MXFP8 value the CPU reference uses (fake_quantize_mxfp8_row, the GEMM1 epilogue).
+//   float2   mxfp8_fake_quantize_pair(v0, E0, v1, E1): the same for two values of two blocks.
 //
 // Why each piece is exact (docs/NUMERICS.md has the rules):
 //  - Exponent: 448 = 1.75 * 2^8. For amax = 1.m * 2^(b - 127) (biased exponent b >= 1),
@@ -49,17 +50,18 @@
 
 namespace mxmoe::smxx {
 
+// Selects only: with early returns nvcc made each call a branch with its own reconvergence
+// point, so an unrolled epilogue ran its N / 4 blocks one after another (the GEMM1 MXFP8
+// epilogue, bench/NOTES.md P round 14).
 __device__ __forceinline__ int mxfp8_exponent(float amax) {
   const uint32_t u = __float_as_uint(amax);
   const uint32_t mag = u & 0x7FFFFFFFu;
-  if (mag >= 0x7F800000u) {
-    // NaN (any sign) or +Inf: 128 (byte 255). -Inf: below everything, the clamp.
-    return (mag > 0x7F800000u || u == 0x7F800000u) ? 128 : -127;
-  }
-  if (u >> 31) return -127;  // negative (and -0): formats.h gives the clamp
-  const int b = static_cast<int>(u >> 23);
-  const int E = b - 135 + ((u & 0x7FFFFFu) > 0x600000u ? 1 : 0);
-  return E < -127 ? -127 : E;
+  // A positive finite amax (the sign bit is 0, so mag >> 23 is its biased exponent).
+  int E = static_cast<int>(mag >> 23) - 135 + ((u & 0x7FFFFFu) > 0x600000u ? 1 : 0);
+  E = E < -127 ? -127 : E;
+  E = (u >> 31) != 0u ? -127 : E;  // negative, -0 and -Inf: formats.h gives the clamp
+  // NaN (any sign) or +Inf: 128 (byte 255).
+  return (mag > 0x7F800000u || u == 0x7F800000u) ? 128 : E;
 }
 
 __device__ __forceinline__ float mxfp8_pow2(int E) {
@@ -108,6 +110,16 @@ __device__ __forceinline__ float2 mxfp8_fake_quantize2(float v0, float v1, int E
 
 __device__ __forceinline__ float mxfp8_fake_quantize(float v, int E) {
   return mxfp8_fake_quantize2(v, 0.0f, E).x;
+}
+// Two values of two blocks (E0, E1: e.g. two tokens' blocks in a GEMM1 epilogue), one
+// conversion pair for both: == {mxfp8_fake_quantize(v0, E0), mxfp8_fake_quantize(v1, E1)}.
+__device__ __forceinline__ float2 mxfp8_fake_quantize_pair(float v0, int E0, float v1, int E1) {
+  float2 f = e4m3x2_to_float2(e4m3x2_rn(v0 * mxfp8_inv_pow2(E0), v1 * mxfp8_inv_pow2(E1)));
+  f.x *= mxfp8_pow2(E0 > 127 ? 127 : E0);
+  f.y *= mxfp8_pow2(E1 > 127 ? 127 : E1);
+  if (E0 > 127) f.x *= 2.0f;  // 2^128 in two exact steps, as mxfp8_dequantize2
+  if (E1 > 127) f.y *= 2.0f;
+  return f;
 }
 
 }  // namespace mxmoe::smxx
