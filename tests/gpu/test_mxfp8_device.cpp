@@ -68,8 +68,8 @@ __global__ void exponent_sweep_kernel(Mismatch* m) {
 }
 
 // Every 32-bit pattern as the value, pairs (u, u ^ 1) through the x2 path and u alone through
-// the single-value path, at scale exponent E; and the pair path with v0 at E and v1 at another
-// exponent E2 (both orders).
+// the single-value path, at scale exponent E; and the two-block path (mxfp8_scale +
+// mxfp8_fake_quantize_scaled) with v0 at E and v1 at another exponent E2, both orders.
 __global__ void quantize_sweep_kernel(int E, Mismatch* codes, Mismatch* values) {
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   for (uint64_t p = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -89,8 +89,9 @@ __global__ void quantize_sweep_kernel(int E, Mismatch* codes, Mismatch* values) 
     const int E2 = E >= 1 ? E - 128 : E + 127;  // in [-127, 128], never E
     const float e0 = ldexpf(e4m3_to_float(float_to_e4m3(ldexpf(v0, -E2))), E2);
     const float e1 = ldexpf(e4m3_to_float(float_to_e4m3(ldexpf(v1, -E2))), E2);
-    const float2 pa = smxx::mxfp8_fake_quantize_pair(v0, E, v1, E2);
-    const float2 pb = smxx::mxfp8_fake_quantize_pair(v0, E2, v1, E);
+    const smxx::Mxfp8Scale sE = smxx::mxfp8_scale(E), sE2 = smxx::mxfp8_scale(E2);
+    const float2 pa = smxx::mxfp8_fake_quantize_scaled(v0, sE, v1, sE2);
+    const float2 pb = smxx::mxfp8_fake_quantize_scaled(v0, sE2, v1, sE);
     if (!same_float(pa.x, d0)) record(values, v0 != v0, u0, __float_as_uint(pa.x), __float_as_uint(d0), E);
     if (!same_float(pa.y, e1)) record(values, v1 != v1, u1, __float_as_uint(pa.y), __float_as_uint(e1), E2);
     if (!same_float(pb.x, e0)) record(values, v0 != v0, u0, __float_as_uint(pb.x), __float_as_uint(e0), E2);

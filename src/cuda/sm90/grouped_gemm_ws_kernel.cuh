@@ -459,36 +459,62 @@ struct WsTileRunner {
         v[2 * j + 1] = smxx::situ_glu_dev(d[4 * j + 1], d[4 * j + 3], sc);
       }
       if (p.mxfp8_out) {
-        // The tile's 32 intermediates of a token are one MX block: max over g (lanes with equal
-        // t) by shuffles, then over this consumer's 4 warps through shared memory, where a
-        // token's 4 partial maxima sit together (one LDS.128). v[i] and v[i + 1] (i even) are
-        // tokens col and col + 1: one conversion pair for both (mxfp8_fake_quantize_pair).
-        // Every store and select here is predicated, not branched: with a branch per element
-        // (mxfp8_exponent's early returns, `if (g == 0)`, `if (col < nrows)`) the N / 4
-        // elements ran one after another (bench/NOTES.md P round 14).
-        const uint32_t sAmax = c.sAmax;  // shared address of [kMaxTileN][4 warps] floats
+        // The tile's 32 intermediates of a token are one MX block: 8 lanes (g) of each of this
+        // consumer's 4 warps hold one each. (1) The max over g as a reduce-scatter: three
+        // butterfly steps halve the list each time, so lane g ends with the maxima of its
+        // K / 8 elements g K / 8 + j (35 shuffles at N = 160 instead of 120), and stores them
+        // as [token][warp]. (2) Thread c of the consumer takes token columns c, c + 128: the
+        // four warps' maxima (one LDS.128), the exponent and the block's multipliers
+        // (mxfp8_scale), written back over the maxima. (3) Every thread reads its tokens'
+        // multipliers and converts two tokens per pair. The exponent and multipliers are thus
+        // worked out once per block, not by each of its 32 holders; and nothing is branched
+        // per element (a branch each made the elements run one after another: P rounds 14-15).
+        constexpr int K = N / 4;
+        static_assert(K % 8 == 0, "the reduce-scatter halves K three times");
+        const uint32_t sAmax = c.sAmax;  // shared address of [kMaxTileN][4] floats
+        float a[K];
 #pragma unroll
-        for (int i = 0; i < N / 4; ++i) {
-          float m = fabsf(v[i]);
-          m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 4));
-          m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 8));
-          m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 16));
-          const int col = 8 * (i >> 1) + 2 * t + (i & 1);
-          ptx::sts_f32_if(sAmax + 16 * col + 4 * warp, m, g == 0);
+        for (int i = 0; i < K; ++i) a[i] = fabsf(v[i]);
+        auto halve = [&](auto half_tag, int lane_bit) {
+          constexpr int H = decltype(half_tag)::value;  // keep [0, H) or [H, 2 H)
+          const bool upper = (c.lane & lane_bit) != 0;
+#pragma unroll
+          for (int j = 0; j < H; ++j) {
+            const float send = upper ? a[j] : a[j + H], keep = upper ? a[j + H] : a[j];
+            a[j] = fmaxf(keep, __shfl_xor_sync(0xFFFFFFFFu, send, lane_bit));
+          }
+        };
+        halve(std::integral_constant<int, K / 2>(), 16);
+        halve(std::integral_constant<int, K / 4>(), 8);
+        halve(std::integral_constant<int, K / 8>(), 4);
+#pragma unroll
+        for (int j = 0; j < K / 8; ++j) {
+          const int i = g * (K / 8) + j;
+          ptx::sts_f32(sAmax + 16 * (8 * (i >> 1) + 2 * t + (i & 1)) + 4 * warp, a[j]);
         }
         ptx::named_barrier(1 + c.cw, kWarpgroup);
-        auto block_amax = [&](int col) {
+#pragma unroll
+        for (int col = 32 * warp + c.lane; col < N; col += kWarpgroup) {
           const uint4 w = ptx::lds_v4_b32(sAmax + 16 * col);
-          return fmaxf(fmaxf(__uint_as_float(w.x), __uint_as_float(w.y)),
-                       fmaxf(__uint_as_float(w.z), __uint_as_float(w.w)));
+          const float amax = fmaxf(fmaxf(__uint_as_float(w.x), __uint_as_float(w.y)),
+                                   fmaxf(__uint_as_float(w.z), __uint_as_float(w.w)));
+          // formats.h's scale rule, bit for bit (smxx/mxfp8_device.cuh).
+          const smxx::Mxfp8Scale sc8 = smxx::mxfp8_scale(smxx::mxfp8_exponent(amax));
+          ptx::sts_v4_b32(sAmax + 16 * col, make_uint4(__float_as_uint(sc8.inv),
+                                                       __float_as_uint(sc8.s),
+                                                       __float_as_uint(sc8.s2), 0u));
+        }
+        ptx::named_barrier(1 + c.cw, kWarpgroup);
+        auto scale_of = [&](int col) {
+          const uint4 w = ptx::lds_v4_b32(sAmax + 16 * col);
+          return smxx::Mxfp8Scale{__uint_as_float(w.x), __uint_as_float(w.y),
+                                  __uint_as_float(w.z)};
         };
 #pragma unroll
-        for (int i = 0; i < N / 4; i += 2) {
+        for (int i = 0; i < K; i += 2) {  // tokens col and col + 1
           const int col = 8 * (i >> 1) + 2 * t;
-          // formats.h's scale rule, code and value, bit for bit (smxx/mxfp8_device.cuh).
-          const float2 q = smxx::mxfp8_fake_quantize_pair(
-              v[i], smxx::mxfp8_exponent(block_amax(col)), v[i + 1],
-              smxx::mxfp8_exponent(block_amax(col + 1)));
+          const float2 q =
+              smxx::mxfp8_fake_quantize_scaled(v[i], scale_of(col), v[i + 1], scale_of(col + 1));
           v[i] = q.x;  // exact in BF16
           v[i + 1] = q.y;
         }

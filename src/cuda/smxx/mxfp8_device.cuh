@@ -21,7 +21,8 @@
 //   float    mxfp8_fake_quantize(float v, int E), float2 mxfp8_fake_quantize2(v0, v1, E)
 //              == ldexpf(e4m3_to_float(float_to_e4m3(ldexpf(v, -E))), E): the exact dequantized
 //              MXFP8 value the CPU reference uses (fake_quantize_mxfp8_row, the GEMM1 epilogue).
-//   float2   mxfp8_fake_quantize_pair(v0, E0, v1, E1): the same for two values of two blocks.
+//   Mxfp8Scale mxfp8_scale(int E), float2 mxfp8_fake_quantize_scaled(v0, scale0, v1, scale1):
+//              the same for two values of two blocks, the blocks' multipliers computed once.
 //
 // Why each piece is exact (docs/NUMERICS.md has the rules):
 //  - Exponent: 448 = 1.75 * 2^8. For amax = 1.m * 2^(b - 127) (biased exponent b >= 1),
@@ -111,14 +112,24 @@ __device__ __forceinline__ float2 mxfp8_fake_quantize2(float v0, float v1, int E
 __device__ __forceinline__ float mxfp8_fake_quantize(float v, int E) {
   return mxfp8_fake_quantize2(v, 0.0f, E).x;
 }
-// Two values of two blocks (E0, E1: e.g. two tokens' blocks in a GEMM1 epilogue), one
-// conversion pair for both: == {mxfp8_fake_quantize(v0, E0), mxfp8_fake_quantize(v1, E1)}.
-__device__ __forceinline__ float2 mxfp8_fake_quantize_pair(float v0, int E0, float v1, int E1) {
-  float2 f = e4m3x2_to_float2(e4m3x2_rn(v0 * mxfp8_inv_pow2(E0), v1 * mxfp8_inv_pow2(E1)));
-  f.x *= mxfp8_pow2(E0 > 127 ? 127 : E0);
-  f.y *= mxfp8_pow2(E1 > 127 ? 127 : E1);
-  if (E0 > 127) f.x *= 2.0f;  // 2^128 in two exact steps, as mxfp8_dequantize2
-  if (E1 > 127) f.y *= 2.0f;
+// A block's multipliers, worked out once per block: 2^-E, then 2^E in two exact steps
+// (2^min(E, 127), then 2 for E = 128, else 1), as mxfp8_quantize2 / mxfp8_dequantize2 do.
+struct Mxfp8Scale {
+  float inv, s, s2;
+};
+__device__ __forceinline__ Mxfp8Scale mxfp8_scale(int E) {
+  return {mxfp8_inv_pow2(E), mxfp8_pow2(E > 127 ? 127 : E), E > 127 ? 2.0f : 1.0f};
+}
+// Two values of two blocks (e.g. two tokens' blocks in a GEMM1 epilogue), one conversion pair
+// for both: == {mxfp8_fake_quantize(v0, E0), mxfp8_fake_quantize(v1, E1)} with a =
+// mxfp8_scale(E0), b = mxfp8_scale(E1) (the extra product by 1 is exact).
+__device__ __forceinline__ float2 mxfp8_fake_quantize_scaled(float v0, const Mxfp8Scale& a,
+                                                             float v1, const Mxfp8Scale& b) {
+  float2 f = e4m3x2_to_float2(e4m3x2_rn(v0 * a.inv, v1 * b.inv));
+  f.x *= a.s;
+  f.y *= b.s;
+  f.x *= a.s2;
+  f.y *= b.s2;
   return f;
 }
 
