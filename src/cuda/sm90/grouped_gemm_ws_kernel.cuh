@@ -36,8 +36,8 @@
 //  the slots with the next tile): GEMM1 writes each output (token, intermediate) once as BF16,
 //  GEMM2 each (token, hidden) once as fp32; every output element has exactly one writer and
 //  there are no atomics, so results are bit-identical run to run. The MX amax of a token's 32
-//  intermediates spans the consumer's 4 warps: shuffles, then shared memory and a named barrier
-//  of that consumer's 128 threads. GEMM2 rows whose token owns no other pair go to out instead
+//  intermediates spans the consumer's 4 warps: shuffles, then shared memory and named barriers
+//  of that consumer's 128 threads, one of which works out the block's scale. GEMM2 rows whose token owns no other pair go to out instead
 //  of y (smxx/gemm2_store.cuh); tiles of experts that have such rows (the grouping's flag) take
 //  an epilogue that first tabulates each column's weight and row address in the same scratch.
 // Limitations: the activation tile is gathered by cp.async (no TMA, since GEMM1's rows are

@@ -109,13 +109,6 @@ __device__ __forceinline__ int lds_s32(uint32_t addr) {
 __device__ __forceinline__ void sts_f32(uint32_t addr, float v) {
   asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
 }
-// The same when pred, predicated: an unrolled loop of `if (pred) sts_f32(...)` got a branch
-// and a reconvergence point per store from nvcc.
-__device__ __forceinline__ void sts_f32_if(uint32_t addr, float v, bool pred) {
-  asm volatile("{\n.reg .pred P;\nsetp.ne.u32 P, %2, 0;\n@P st.shared.f32 [%0], %1;\n}\n" ::"r"(addr),
-               "f"(v), "r"(static_cast<uint32_t>(pred))
-               : "memory");
-}
 __device__ __forceinline__ void sts_v4_b32(uint32_t addr, const uint4& v) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y),
                "r"(v.z), "r"(v.w)

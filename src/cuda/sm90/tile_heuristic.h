@@ -41,7 +41,7 @@ static_assert(ws_unit_rows(293, 160) == 147 && ws_unit_count(293, 147) == 2 &&
                   ws_unit_rows(700, 160) == 140 && ws_unit_count(700, 140) == 5 &&
                   ws_unit_rows(161, 160) == 81 && ws_width(147) == 160 && ws_width(33) == 64 &&
                   ws_width(32) == 32,
-              "the worked examples of grouped_gemm_ws_kernel.cuh's header");
+              "unit cuts and widths (grouped_gemm_ws_kernel.cuh's header: 293 rows)");
 
 // 16..128: the one-warpgroup kernel, tiles of that width. 160 / 192: the warp-specialized
 // kernel with three / two consumer warpgroups, which cuts each expert into nearly equal token
