@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# scripts/gpu_ab_ws.sh: same-call A/B of the warp-specialized prefill kernel's consumer count
-# (tile_n 192: two consumer warpgroups, 160: three) on the lent H200. Builds the GEMM test and
-# the CLI, runs the grouped-GEMM correctness tests, the GEMM-only bench of both shapes (again
-# under MXMOE_AB_GEMM_ENV if set), the three-consumer tune sweep (MXMOE_AB_TUNE=1), then `mxmoe
-# bench` end to end by default and under MXMOE_AB_B / MXMOE_AB_C (default MXMOE_SM90_WS_CAP=160
-# / 192 for both GEMMs). Logs to $OUT (else build-gpu/logs); a table last.
+# scripts/gpu_ab_ws.sh: same-call A/Bs of the warp-specialized prefill kernel on the lent H200.
+# Builds the GEMM test and the CLI, runs the grouped-GEMM correctness tests, the GEMM-only bench
+# (again under MXMOE_AB_GEMM_ENV if set), the tune sweep (MXMOE_AB_TUNE=1), then `mxmoe bench`
+# end to end by default and under MXMOE_AB_B / MXMOE_AB_C (default MXMOE_SM90_WS_CAP=160 / 128
+# for both GEMMs). Logs to $OUT (else build-gpu/logs); a table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=$PWD/build-gpu
@@ -35,9 +34,9 @@ if [ -n "${MXMOE_AB_TUNE:-}" ]; then
 fi
 bench="--layouts ${MXMOE_AB_LAYOUTS:-ep16,tp8ep4} --tokens ${MXMOE_AB_TOKENS:-4096,8192,16384} --backends w4a16,w4a8 --routing uniform --router ids --no-baselines --budget 0.1"
 # a: the heuristic; b and c: the environments MXMOE_AB_B / MXMOE_AB_C (by default
-# MXMOE_SM90_WS_CAP=160, also where the heuristic picks 128, and 192).
+# MXMOE_SM90_WS_CAP=160, also where the heuristic picks 128, and 128 everywhere).
 AB_B=${MXMOE_AB_B:-MXMOE_SM90_WS_CAP=160}
-AB_C=${MXMOE_AB_C:-MXMOE_SM90_WS_CAP=192}
+AB_C=${MXMOE_AB_C:-MXMOE_SM90_WS_CAP=128}
 "$B/tools/mxmoe/mxmoe" bench $bench > "$LOG/e2e_a.txt" 2>&1
 env $AB_B "$B/tools/mxmoe/mxmoe" bench $bench > "$LOG/e2e_b.txt" 2>&1
 env $AB_C "$B/tools/mxmoe/mxmoe" bench $bench > "$LOG/e2e_c.txt" 2>&1

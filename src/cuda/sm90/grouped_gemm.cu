@@ -1,8 +1,8 @@
 // src/cuda/sm90/grouped_gemm.cu: host launchers of the SM90 grouped MoE GEMMs
 // (grouped_gemm.h): argument checks, tile-width dispatch, persistent grid sizing. Tile widths
-// 16..128 run the one-warpgroup kernel (grouped_gemm_kernel.cuh), 160 and 192 the
-// warp-specialized one (grouped_gemm_ws_kernel.cuh: token tiles of at most 160 rows with three
-// consumer warpgroups, or 192 with two; wgmma N picked per tile). Every launch uses
+// 16..128 run the one-warpgroup kernel (grouped_gemm_kernel.cuh), 160 the warp-specialized
+// one (grouped_gemm_ws_kernel.cuh: token tiles of at most 160 rows, three consumer warpgroups,
+// wgmma N picked per tile). Every launch uses
 // programmatic dependent launch (smxx/pdl.cuh).
 //
 // Nothing here reads device memory or synchronizes, so the launches can be captured in a CUDA
@@ -62,7 +62,7 @@ struct WsTune {
 template <int C>
 WsTune ws_tune() {
   WsTune t;
-  t.flags = ws_default_skew<C>() << kWsTuneSkewShift;
+  t.flags = kWsDefaultSkew << kWsTuneSkewShift;
   if (const char* env = std::getenv("MXMOE_SM90_WS_TUNE")) {
     int lag = 0, st = 0, fl = 0;
     if (std::sscanf(env, "%d,%d,%d", &lag, &st, &fl) == 3 && (lag == 2 || lag == 4 || lag == 6) &&
@@ -107,15 +107,14 @@ cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream) {
   return err != cudaSuccess ? err : cudaGetLastError();
 }
 
-// MXMOE_SM90_WS_CAP=128|160|192 replaces the heuristic's prefill choice (any of those three:
-// the one-warpgroup kernel, the warp-specialized one with three or two consumers), for
-// same-binary timing A/Bs (tests/gpu/sm90_bench_grouped_gemm.cpp, mxmoe bench); an explicit
-// tile_n is left alone.
+// MXMOE_SM90_WS_CAP=128|160 replaces the heuristic's prefill choice (the one-warpgroup kernel
+// or the warp-specialized one), for same-binary timing A/Bs (tests/gpu/sm90_bench_grouped_gemm.cpp,
+// mxmoe bench); an explicit tile_n is left alone.
 int ws_cap_override(int bn) {
   const char* env = std::getenv("MXMOE_SM90_WS_CAP");
   if (env == nullptr || bn < 128) return bn;
   const int v = std::atoi(env);
-  return v == 128 || v == 160 || v == 192 ? v : bn;
+  return v == 128 || v == 160 ? v : bn;
 }
 
 template <bool kGemm1>
@@ -129,7 +128,6 @@ cudaError_t dispatch(const KernelArgs& a, const GroupedProblem& g, int num_sms,
     case 64: return launch_tiles<64, kGemm1>(a, num_sms, stream);
     case 128: return launch_tiles<128, kGemm1>(a, num_sms, stream);
     case 160: return launch_ws<3, kGemm1>(a, num_sms, stream);
-    case 192: return launch_ws<2, kGemm1>(a, num_sms, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -39,7 +39,7 @@ struct GroupedProblem {
   const int32_t* expert_offsets = nullptr;  // device [num_experts + 1], non-decreasing, [0] = 0
   int max_rows = 0;                         // upper bound on expert_offsets[num_experts]
   int tile_n = 0;   // tokens per tile: 0 = tile_heuristic.h's choice; 16/32/64/128 force the
-                    // one-warpgroup kernel, 160/192 the warp-specialized one (3 / 2 consumers)
+                    // one-warpgroup kernel, 160 the warp-specialized one
   int kernel = 0;   // GemmKernel: which kernel serves a 16-token tile (tests pick one)
   int split_k = 0;  // decode kernel only: CTAs per tile along K (0 = decode_gemm.h's choice; 1/2/4/8)
   // The expected number of rows (a host estimate, e.g. T * k * local / total experts under EP):

@@ -3,24 +3,24 @@
 // weight. Same numerics, operand layouts and outputs as grouped_gemm_kernel.cuh (read it first);
 // this file changes who does what inside a CTA and how tiles are cut and ordered.
 //
-// CTA = 1 + C warpgroups, C = 3 consumers (512 threads, tile_n 160, the default) or C = 2 (384
-// threads, tile_n 192; WsShape below), one CTA per SM, persistent:
-//  - warpgroup 0, the producer (setmaxnreg down to 32 / 56 registers): gathers the tile's
+// CTA = 1 + C warpgroups, C = 3 consumers (512 threads, tile_n 160; WsShape below), one CTA per
+// SM, persistent:
+//  - warpgroup 0, the producer (setmaxnreg down to 32 registers): gathers the tile's
 //    activation rows with cp.async (16 B per thread, the 128-byte swizzle, rows through act_row;
 //    rows past the unit's end are not copied) into a ring of `stages` slots of cap x 128 B (64 K
 //    of BF16 per row). A slot is handed over through two mbarriers: the producer waits on
 //    empty[slot], copies, and kWsLag steps later (its own cp.async group has landed:
 //    cp.async.wait_group, then the proxy fence so wgmma's async proxy sees the bytes) arrives on
 //    full[slot] (128 arrivals).
-//  - warpgroups 1..C, the consumers (setmaxnreg up to 160 / 224): a CTA tile is 64 C weight rows
+//  - warpgroups 1..C, the consumers (setmaxnreg up to 160): a CTA tile is 64 C weight rows
 //    = C 64-row weight tiles (mt = C mg + consumer), all over the same activation slot. Each
 //    consumer streams its own prepacked MXFP4 fragments into registers two K steps ahead (the
 //    last two steps of a tile already fetch the next tile's first two), expands them to BF16
 //    (expand_fragment) and issues 4 wgmma m64nNk16 (RS) per 64-K step; after wgmma.wait_group 1
 //    the previous step's slot is free: one arrival per warp on empty[slot] (4 C per phase). The
 //    consumers are not synchronized with each other, so one converts while the tensor core
-//    runs another's wgmmas; consumer c + 1 may start ws_default_skew steps after consumer c (a
-//    named barrier, once), so their epilogues do not coincide. A consumer whose mt is past the
+//    runs another's wgmmas; consumer c + 1 may start `skew` steps after consumer c (a named
+//    barrier, once; tune bits 12-15, default 0), so their epilogues do not coincide. A consumer whose mt is past the
 //    matrix (64-row tiles not a multiple of C) still waits full / arrives empty for every step,
 //    keeping the barrier counts fixed.
 // Token tiles ("units"): an expert of r rows is cut into n = ceil(r / cap) nearly equal units of
@@ -63,24 +63,24 @@
 
 namespace mxmoe::sm90 {
 
-// The CTA's shape by its number of consumer warpgroups C (2 or 3; a CTA tile is 64 C weight
-// rows). All registers of the SM are split between the producer and the consumers:
-//  - C = 2: 384 threads; producer 56 registers, consumers 224. Widest token tile 192 (96
-//    accumulators, 2 x 16 A registers, the fetched fragments; at 256 ptxas spilled ~0.5-1.8 KB).
-//  - C = 3: 512 threads; producer 32, consumers 160 (128 * 32 + 384 * 160 = 65536): widest
-//    token tile 160 (80 accumulators). Why a third consumer: the consumers' step is latency
-//    bound (ncu, EP16 T=16384 GEMM1: 2 consumer warps per scheduler, 6.6 cycles per issued
-//    instruction, 45% of the cycles issue nothing; bench/NOTES.md P round 10), so a third warp
-//    per scheduler adds MMA work per step; each warp's chain grows less (8.1 cycles per
-//    instruction with three), and GEMM1 runs ~11% faster.
+// The CTA's shape by its number of consumer warpgroups C (a CTA tile is 64 C weight rows). All
+// registers of the SM are split between the producer and the consumers: 512 threads, producer
+// 32, consumers 160 (128 * 32 + 384 * 160 = 65536), so the widest token tile is 160 (80
+// accumulators). Why three consumers: the consumers' step is latency bound (ncu, EP16 T=16384
+// GEMM1 with two: 2 consumer warps per scheduler, 6.6 cycles per issued instruction, 45% of the
+// cycles issue nothing; bench/NOTES.md P round 10), so a third warp per scheduler adds MMA work
+// per step; each warp's chain grows less (8.1 cycles per instruction with three), and GEMM1 ran
+// ~11% faster. The code keeps the consumer count as a parameter; two consumers (384 threads,
+// 56 / 224 registers, tile_n 192) measured slower at every shape and were removed (thirteenth
+// session).
 template <int C>
 struct WsShape {
-  static_assert(C == 2 || C == 3, "2 or 3 consumer warpgroups");
+  static_assert(C == 3, "three consumer warpgroups (two were removed: slower everywhere)");
   static constexpr int kThreads = (C + 1) * kWarpgroup;
-  static constexpr int kMaxTileN = C == 2 ? 192 : 160;
+  static constexpr int kMaxTileN = 160;
   static constexpr int kClasses = kMaxTileN / kWsWidthStep;  // wgmma widths (ws_width)
-  static constexpr int kProducerRegs = C == 2 ? 56 : 32;
-  static constexpr int kConsumerRegs = C == 2 ? 224 : 160;
+  static constexpr int kProducerRegs = 32;
+  static constexpr int kConsumerRegs = 160;
   static_assert(kWarpgroup * kProducerRegs + C * kWarpgroup * kConsumerRegs <= 65536, "regs");
   static constexpr int kScanInts = (kThreads / 32) * kClasses + 16;
   // GEMM1 MX amax: [consumer][token][warp] floats; GEMM2: [consumer][token] 16-byte entries.
@@ -110,14 +110,10 @@ constexpr int kWsTuneNoSteady = 1 << 11;
 // tune bits 12-15: consumer c + 1 starts that many K steps after consumer c, so their epilogues
 // do not coincide (the tensor core then runs one consumer's MMAs during another's epilogue).
 constexpr int kWsTuneSkewShift = 12, kWsTuneSkewMask = 15 << kWsTuneSkewShift;
-// The default skew by consumer count. H200, GEMM-only, EP16 T=16384 (us):
-// - two consumers, skew 0 / 2 / 3 / 4 steps: GEMM1 1479 / 1481 / 1482 / 1482, GEMM1+MXFP8 1710 /
-//   1684 / 1684 / 1685, GEMM2 708 / 695 / 696 / 703 (bench/NOTES.md P round 6);
-// - three, skew 0 / 2: GEMM1 1317 / 1325, GEMM1+MXFP8 1527 / 1585, GEMM2 637 / 658 (P round 10).
-template <int C>
-constexpr int ws_default_skew() {
-  return C == 2 ? 2 : 0;
-}
+// The default skew: 0. H200, GEMM-only, EP16 T=16384 (us), three consumers, skew 0 / 2: GEMM1
+// 1317 / 1325, GEMM1+MXFP8 1527 / 1585, GEMM2 637 / 658 (bench/NOTES.md P round 10; two
+// consumers had preferred 2, P round 6).
+constexpr int kWsDefaultSkew = 0;
 constexpr int kWsMaxStages = 8;
 constexpr int kWsExpertBits = 14;  // unit = (k << 14) | expert: num_experts <= 16384
 
@@ -234,23 +230,22 @@ __device__ __forceinline__ WsTile ws_decode(const KernelArgs& p, const int* sUni
 }
 
 // ---- producer warpgroup: activation slots ----
-// Thread (r0 = tid / 8, chunk = tid % 8) copies 16 bytes of rows r0 + 16 i, i < 12, of each
+// Thread (r0 = tid / 8, chunk = tid % 8) copies 16 bytes of rows r0 + 16 i, i < 10, of each
 // step. Its shared-memory column is the same for every i ((r0 + 16 i) & 7 == r0 & 7), so
 // the destinations are one base plus immediates, and rows past the tile's end are simply not
 // copied: a token row of the slot only feeds its own output column, which the epilogue never
-// stores. Per copy the step costs a 64-bit add and a predicated cp.async, no branch (the first
-// H200 profile of this kernel showed ~25 dependent instructions and a divergent branch per
-// copy, and the consumers waiting on the producer: bench/NOTES.md P round 4).
-// With 3 consumers the producer has 32 registers: 64-bit row pointers (2 x 10 registers) would
-// spill, so it keeps 32-bit row offsets in 16-byte units and forms each address per copy from
-// one (ptx::addr16: a mad.wide.u32 in asm, so the compiler cannot hoist 64-bit copies of them
-// out of the step loop; SASS makes it two LEAs).
+// stores. Per copy the step costs an add and a predicated cp.async, no branch (the first H200
+// profile of this kernel showed ~25 dependent instructions and a divergent branch per copy, and
+// the consumers waiting on the producer: bench/NOTES.md P round 4).
+// The producer has 32 registers: 64-bit row pointers (2 x 10 registers) would spill, so it
+// keeps 32-bit row offsets in 16-byte units and forms each address per copy from one
+// (ptx::addr16: a mad.wide.u32 in asm, so the compiler cannot hoist 64-bit copies of them out
+// of the step loop; SASS makes it two LEAs).
 template <int C, int kLag>
 __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int stages, bool load,
                                             const int* sUnits, int total, int m_groups, int KT,
                                             uint32_t slots, uint32_t full, uint32_t empty) {
   constexpr int kRowsPerThread = WsShape<C>::kMaxTileN / 16;
-  constexpr bool kNarrow = C == 3;
   const int tid = threadIdx.x;  // 0..127
   const int chunk = tid & 7, r0 = tid >> 3;
   const uint32_t stage_bytes = cap * 128;
@@ -261,8 +256,7 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
     const WsTile T = ws_decode(p, sUnits, cap, m_groups, tile);
     // Rows r0 + 16 i with i < nv are this thread's valid ones (act_stride % 8 == 0).
     const int nv = T.nrows > r0 ? (T.nrows - r0 + 15) / 16 : 0;
-    const uint4* src[kNarrow ? 1 : kRowsPerThread];
-    uint32_t off[kNarrow ? kRowsPerThread : 1];  // 16-byte units from act4 + chunk
+    uint32_t off[kRowsPerThread];  // 16-byte units from act4 + chunk
 #pragma unroll
     for (int i = 0; i < kRowsPerThread; ++i) {
       int64_t row = 0;
@@ -271,32 +265,19 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
         row = p.act_row ? p.act_row[T.p0 + r] : T.p0 + r;
       }
       // One step before step 0 (unsigned: row 0's -8 wraps back to 0 at the first step).
-      if constexpr (kNarrow) {
-        off[i] = static_cast<uint32_t>((row * p.act_stride) / 8) - 8u;
-      } else {
-        src[i] = act4 + (row * p.act_stride) / 8 + chunk - 8;
-      }
+      off[i] = static_cast<uint32_t>((row * p.act_stride) / 8) - 8u;
     }
     for (int kb = 0; kb < KT; ++kb) {
       ptx::mbar_wait(empty + 8 * slot, phase ^ 1);
       if (load) {
         const uint32_t dst = slots + slot * stage_bytes + col;
-        // Advanced before the copies (src starts one step back): rewriting a source register
+        // Advanced before the copies (off starts one step back): rewriting a source register
         // right after its cp.async would wait for the copy to read it (short scoreboard).
-        if constexpr (kNarrow) {
 #pragma unroll
-          for (int i = 0; i < kRowsPerThread; ++i) off[i] += 8;
+        for (int i = 0; i < kRowsPerThread; ++i) off[i] += 8;
 #pragma unroll
-          for (int i = 0; i < kRowsPerThread; ++i) {
-            if (i < nv) ptx::cp_async_16(dst + 2048 * i, ptx::addr16(act4 + chunk, off[i]), true);
-          }
-        } else {
-#pragma unroll
-          for (int i = 0; i < kRowsPerThread; ++i) src[i] += 8;
-#pragma unroll
-          for (int i = 0; i < kRowsPerThread; ++i) {
-            if (i < nv) ptx::cp_async_16(dst + 2048 * i, src[i], true);
-          }
+        for (int i = 0; i < kRowsPerThread; ++i) {
+          if (i < nv) ptx::cp_async_16(dst + 2048 * i, ptx::addr16(act4 + chunk, off[i]), true);
         }
       }
       ptx::cp_async_commit();
@@ -540,50 +521,33 @@ struct WsTileRunner {
         // store and waits on each load in turn. (Loading them before the last wgmma wait, as
         // the betas are, measured no faster and spilled: P round 9.)
         float* ycol = p.y + 64 * mt + 16 * warp + g;
-        if constexpr (C == 3) {
-          // 160 registers: the N / 4 weights beside the N / 2 accumulators spilled ~0.5 KB,
-          // so the columns go in chunks of 8 weights (all loaded before the chunk's stores).
-          constexpr int kChunk = 8;
+        // 160 registers: the N / 4 weights beside the N / 2 accumulators spilled ~0.5 KB, so the
+        // columns go in chunks of 8 weights (all loaded before the chunk's stores).
+        constexpr int kChunk = 8;
 #pragma unroll
-          for (int j0 = 0; j0 < N / 4; j0 += kChunk) {
-            float rw[kChunk];
+        for (int j0 = 0; j0 < N / 4; j0 += kChunk) {
+          float rw[kChunk];
 #pragma unroll
-            for (int j = j0; j < j0 + kChunk && j < N / 4; ++j) {
-              const int col = 8 * (j >> 1) + 2 * t + (j & 1);
-              rw[j - j0] = col < T.nrows ? p.row_weight[T.p0 + col] : 0.0f;
-            }
-#pragma unroll
-            for (int j = j0; j < j0 + kChunk && j < N / 4; ++j) {
-              const int col = 8 * (j >> 1) + 2 * t + (j & 1);
-              const int i = 4 * (j >> 1) + (j & 1);  // rows g and g + 8: d[i], d[i + 2]
-              if (col < T.nrows) {
-                float* y = ycol + static_cast<int64_t>(T.p0 + col) * p.M;
-                y[0] = d[i] * rw[j - j0];
-                y[8] = d[i + 2] * rw[j - j0];
-              }
-            }
+          for (int j = j0; j < j0 + kChunk && j < N / 4; ++j) {
+            const int col = 8 * (j >> 1) + 2 * t + (j & 1);
+            rw[j - j0] = col < T.nrows ? p.row_weight[T.p0 + col] : 0.0f;
           }
-          return;
-        }
-        float rw[N / 4];
 #pragma unroll
-        for (int j = 0; j < N / 4; ++j) {
-          const int col = 8 * (j >> 1) + 2 * t + (j & 1);
-          rw[j] = col < T.nrows ? p.row_weight[T.p0 + col] : 0.0f;
-        }
-#pragma unroll
-        for (int i = 0; i < N / 2; ++i) {
-          const int col = 8 * (i >> 2) + 2 * t + (i & 1);
-          if (col < T.nrows) {
-            const int64_t row = T.p0 + col;
-            ycol[row * p.M + 8 * ((i >> 1) & 1)] = d[i] * rw[2 * (i >> 2) + (i & 1)];
+          for (int j = j0; j < j0 + kChunk && j < N / 4; ++j) {
+            const int col = 8 * (j >> 1) + 2 * t + (j & 1);
+            const int i = 4 * (j >> 1) + (j & 1);  // rows g and g + 8: d[i], d[i + 2]
+            if (col < T.nrows) {
+              float* y = ycol + static_cast<int64_t>(T.p0 + col) * p.M;
+              y[0] = d[i] * rw[j - j0];
+              y[8] = d[i + 2] * rw[j - j0];
+            }
           }
         }
         return;
       }
       // Some columns to out: each column's weight, bias and destination row are worked out once
       // per consumer (one or two columns per thread) into this consumer's MX amax scratch
-      // (unused by GEMM2; 16 B per column, 3 KB at N = 192), then read back 8 columns at a time
+      // (unused by GEMM2; 16 B per column, 2.5 KB at N = 160), then read back 8 columns at a time
       // (8 LDS.128 in flight) for the stores. Holding N / 4 out_tokens beside the weights in
       // registers spilled ~0.5 KB, and an address select per element made the epilogue slower
       // (bench/NOTES.md G round 5).
@@ -716,7 +680,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
         for (int kb = 0; kb < KT; ++kb) {
           ptx::mbar_wait(full + 8 * c.slot, c.phase);
           if (c.lane == 0) ptx::mbar_arrive(empty + 8 * c.slot);
-          if constexpr (C > 2) c.skew_arrive(kb);
+          c.skew_arrive(kb);
           c.advance();
         }
         prefetched = false;
@@ -743,7 +707,6 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
       c.par = (c.par + KT) & 1;
     }
   };
-  if constexpr (kMaxTileN >= 192) tiles_of_width(std::integral_constant<int, 192>());
   tiles_of_width(std::integral_constant<int, 160>());
   tiles_of_width(std::integral_constant<int, 128>());
   tiles_of_width(std::integral_constant<int, 96>());

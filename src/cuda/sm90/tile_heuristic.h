@@ -11,7 +11,7 @@
 
 namespace mxmoe::sm90 {
 
-constexpr int kTileNs[] = {16, 32, 64, 128, 160, 192};
+constexpr int kTileNs[] = {16, 32, 64, 128, 160};
 
 inline bool valid_tile_n(int bn) {
   for (int v : kTileNs) {
@@ -43,12 +43,12 @@ static_assert(ws_unit_rows(293, 160) == 147 && ws_unit_count(293, 147) == 2 &&
                   ws_width(32) == 32,
               "unit cuts and widths (grouped_gemm_ws_kernel.cuh's header: 293 rows)");
 
-// 16..128: the one-warpgroup kernel, tiles of that width. 160 / 192: the warp-specialized
-// kernel with three / two consumer warpgroups, which cuts each expert into nearly equal token
-// tiles of <= 160 / 192 rows and picks the wgmma width per tile (ws_width above) on the
-// device. Measured on the H200 (src/cuda/sm90/NOTES.md, P; bench/NOTES.md P round 10):
-// - both GEMMs run faster with three consumers than with two (GEMM-only, us, 192 -> 160, same
-//   run: GEMM1 EP16 T=16384 1470 -> 1313, T=8192 774 -> 722, TP8xEP4 T=16384 784 -> 663,
+// 16..128: the one-warpgroup kernel, tiles of that width. 160: the warp-specialized kernel
+// (three consumer warpgroups), which cuts each expert into nearly equal token tiles of <= 160
+// rows and picks the wgmma width per tile (ws_width above) on the device. Measured on the H200
+// (src/cuda/sm90/NOTES.md, P; bench/NOTES.md P round 10):
+// - both GEMMs run faster with three consumers than with two (tile_n 192, since removed;
+//   GEMM-only, us, 192 -> 160, same run: GEMM1 EP16 T=16384 1470 -> 1313, T=8192 774 -> 722, TP8xEP4 T=16384 784 -> 663,
 //   T=8192 427 -> 376; GEMM2 702 -> 656, 377 -> 361, 642 -> 596, 331 -> 311);
 // - from 33 rows per expert up, three consumers beat the one-warpgroup kernel (GEMM1 + GEMM2,
 //   us, same runs): 73 rows (T=4096) 128-wide tiles -> 160: EP16 989 -> 797, TP8xEP4 609 ->
