@@ -34,7 +34,8 @@ if [ -n "${MXMOE_AB_TUNE:-}" ]; then
 fi
 bench="--layouts ${MXMOE_AB_LAYOUTS:-ep16,tp8ep4} --tokens ${MXMOE_AB_TOKENS:-4096,8192,16384} --backends w4a16,w4a8 --routing uniform --router ids --no-baselines --budget 0.1"
 # a: the heuristic; b and c: the environments MXMOE_AB_B / MXMOE_AB_C (by default
-# MXMOE_SM90_WS_CAP=160, also where the heuristic picks 128, and 128 everywhere).
+# MXMOE_SM90_WS_CAP=160, also where the heuristic picks 128; and 128, the one-warpgroup kernel,
+# where it picks 160).
 AB_B=${MXMOE_AB_B:-MXMOE_SM90_WS_CAP=160}
 AB_C=${MXMOE_AB_C:-MXMOE_SM90_WS_CAP=128}
 "$B/tools/mxmoe/mxmoe" bench $bench > "$LOG/e2e_a.txt" 2>&1
