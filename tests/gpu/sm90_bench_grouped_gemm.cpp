@@ -247,8 +247,8 @@ TEST(Sm90GroupedGemmBench, DISABLED_MidRows) {
 
 // What the warp-specialized kernel's epilogues cost, beside the copies and the conversion
 // (MXMOE_SM90_WS_TUNE flags, all at the default skew 0; wrong results, timings only): 1024 no
-// epilogue stores, 256 no activation copies, 512 no weight conversion. TP8xEP4
-// (K = 384, where GEMM2 writes the most bytes per MMA) at T = 8192 and 16384, EP16 at 16384.
+// epilogue stores, 256 no activation copies, 512 no weight conversion. TP8xEP4 (K = 384, where
+// GEMM2 writes the most bytes per MMA) at T = 8192 and 16384, EP16 at 16384.
 TEST(Sm90GroupedGemmBench, DISABLED_EpilogueStores) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "SKIPPED: no CUDA device";
@@ -278,8 +278,8 @@ TEST(Sm90GroupedGemmBench, DISABLED_WarpSpecializedTune) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "SKIPPED: no CUDA device";
   // flags: 256 no copies, 512 no conversion (diagnostics, wrong results); 2048 no steady steps
-  // (exact: the generic step everywhere); (s << 12): consumer 1 starts s steps after consumer 0
-  // (skewed epilogues; the default is kWsDefaultSkew, 0).
+  // (exact: the generic step everywhere); (s << 12): consumer c + 1 starts s steps after
+  // consumer c (skewed epilogues; the default is kWsDefaultSkew, 0).
   for (const char* tune : {"2,8,0", "2,8,2048", "2,8,256", "2,8,512", "2,8,768"}) {
     setenv("MXMOE_SM90_WS_TUNE", tune, 1);
     char label[32];

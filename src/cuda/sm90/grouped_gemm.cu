@@ -2,8 +2,7 @@
 // (grouped_gemm.h): argument checks, tile-width dispatch, persistent grid sizing. Tile widths
 // 16..128 run the one-warpgroup kernel (grouped_gemm_kernel.cuh), 160 the warp-specialized
 // one (grouped_gemm_ws_kernel.cuh: token tiles of at most 160 rows, three consumer warpgroups,
-// wgmma N picked per tile). Every launch uses
-// programmatic dependent launch (smxx/pdl.cuh).
+// wgmma N picked per tile). Every launch uses programmatic dependent launch (smxx/pdl.cuh).
 //
 // Nothing here reads device memory or synchronizes, so the launches can be captured in a CUDA
 // graph: the grid is sized from host-known bounds (max_rows, num_experts, the occupancy of the
@@ -57,12 +56,10 @@ cudaError_t launch_tiles(const KernelArgs& a, int num_sms, cudaStream_t stream) 
 // MXMOE_SM90_WS_TUNE="lag,max_stages,flags" (grouped_gemm_ws_kernel.cuh's `tune`): for the
 // timing sweeps of tests/gpu/sm90_bench_grouped_gemm.cpp only.
 struct WsTune {
-  int lag = kWsLag, max_stages = kWsMaxStages, flags = 0;
+  int lag = kWsLag, max_stages = kWsMaxStages, flags = kWsDefaultSkew << kWsTuneSkewShift;
 };
-template <int C>
 WsTune ws_tune() {
   WsTune t;
-  t.flags = kWsDefaultSkew << kWsTuneSkewShift;
   if (const char* env = std::getenv("MXMOE_SM90_WS_TUNE")) {
     int lag = 0, st = 0, fl = 0;
     if (std::sscanf(env, "%d,%d,%d", &lag, &st, &fl) == 3 && (lag == 2 || lag == 4 || lag == 6) &&
@@ -79,7 +76,7 @@ WsTune ws_tune() {
 template <int C, bool kGemm1>
 cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream) {
   const int cap = WsShape<C>::kMaxTileN;
-  const WsTune tune = ws_tune<C>();
+  const WsTune tune = ws_tune();
   const int64_t max_units = a.max_rows / cap + a.num_experts + 1;
   int dev = 0, optin = 0;
   cudaError_t err = cudaGetDevice(&dev);
@@ -108,8 +105,8 @@ cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream) {
 }
 
 // MXMOE_SM90_WS_CAP=128|160 replaces the heuristic's prefill choice (the one-warpgroup kernel
-// or the warp-specialized one), for same-binary timing A/Bs (tests/gpu/sm90_bench_grouped_gemm.cpp,
-// mxmoe bench); an explicit tile_n is left alone.
+// or the warp-specialized one), for same-binary timing A/Bs
+// (tests/gpu/sm90_bench_grouped_gemm.cpp, mxmoe bench); an explicit tile_n is left alone.
 int ws_cap_override(int bn) {
   const char* env = std::getenv("MXMOE_SM90_WS_CAP");
   if (env == nullptr || bn < 128) return bn;

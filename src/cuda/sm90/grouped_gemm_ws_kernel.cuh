@@ -20,9 +20,9 @@
 //    the previous step's slot is free: one arrival per warp on empty[slot] (4 C per phase). The
 //    consumers are not synchronized with each other, so one converts while the tensor core
 //    runs another's wgmmas; consumer c + 1 may start `skew` steps after consumer c (a named
-//    barrier, once; tune bits 12-15, default 0), so their epilogues do not coincide. A consumer whose mt is past the
-//    matrix (64-row tiles not a multiple of C) still waits full / arrives empty for every step,
-//    keeping the barrier counts fixed.
+//    barrier, once; tune bits 12-15, default 0), so their epilogues do not coincide. A consumer
+//    whose mt is past the matrix (64-row tiles not a multiple of C) still waits full / arrives
+//    empty for every step, keeping the barrier counts fixed.
 // Token tiles ("units"): an expert of r rows is cut into n = ceil(r / cap) nearly equal units of
 //  sz = ceil(r / n) rows (the last one may be shorter), and each unit runs the narrowest wgmma
 //  N in {32, 64, ..., cap} that holds it. 293 rows at cap 160 -> 2 units of 147 -> N = 160
@@ -37,9 +37,10 @@
 //  GEMM2 each (token, hidden) once as fp32; every output element has exactly one writer and
 //  there are no atomics, so results are bit-identical run to run. The MX amax of a token's 32
 //  intermediates spans the consumer's 4 warps: shuffles, then shared memory and named barriers
-//  of that consumer's 128 threads, one of which works out the block's scale. GEMM2 rows whose token owns no other pair go to out instead
-//  of y (smxx/gemm2_store.cuh); tiles of experts that have such rows (the grouping's flag) take
-//  an epilogue that first tabulates each column's weight and row address in the same scratch.
+//  of that consumer's 128 threads, one of which works out the block's scale. GEMM2 rows whose
+//  token owns no other pair go to out instead of y (smxx/gemm2_store.cuh); tiles of experts
+//  that have such rows (the grouping's flag) take an epilogue that first tabulates each
+//  column's weight and row address in the same scratch.
 // Limitations: the activation tile is gathered by cp.async (no TMA, since GEMM1's rows are
 //  scattered through act_row); weights go to registers (no smem staging); the unit list needs
 //  max_rows / cap + num_experts ints of shared memory (the launcher falls back to
@@ -453,16 +454,16 @@ struct WsTileRunner {
         constexpr int K = N / 4;
         static_assert(K % 8 == 0, "the reduce-scatter halves K three times");
         const uint32_t sAmax = c.sAmax;  // shared address of [kMaxTileN][4] floats
-        float a[K];
+        float m[K];  // |v|, then the running maxima
 #pragma unroll
-        for (int i = 0; i < K; ++i) a[i] = fabsf(v[i]);
+        for (int i = 0; i < K; ++i) m[i] = fabsf(v[i]);
         auto halve = [&](auto half_tag, int lane_bit) {
           constexpr int H = decltype(half_tag)::value;  // keep [0, H) or [H, 2 H)
           const bool upper = (c.lane & lane_bit) != 0;
 #pragma unroll
           for (int j = 0; j < H; ++j) {
-            const float send = upper ? a[j] : a[j + H], keep = upper ? a[j + H] : a[j];
-            a[j] = fmaxf(keep, __shfl_xor_sync(0xFFFFFFFFu, send, lane_bit));
+            const float send = upper ? m[j] : m[j + H], keep = upper ? m[j + H] : m[j];
+            m[j] = fmaxf(keep, __shfl_xor_sync(0xFFFFFFFFu, send, lane_bit));
           }
         };
         halve(std::integral_constant<int, K / 2>(), 16);
@@ -471,7 +472,7 @@ struct WsTileRunner {
 #pragma unroll
         for (int j = 0; j < K / 8; ++j) {
           const int i = g * (K / 8) + j;
-          ptx::sts_f32(sAmax + 16 * (8 * (i >> 1) + 2 * t + (i & 1)) + 4 * warp, a[j]);
+          ptx::sts_f32(sAmax + 16 * (8 * (i >> 1) + 2 * t + (i & 1)) + 4 * warp, m[j]);
         }
         ptx::named_barrier(1 + c.cw, kWarpgroup);
 #pragma unroll
@@ -623,7 +624,6 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
                                             const int* sUnits, int total, int m_groups, int KT,
                                             uint32_t slots, uint32_t full, uint32_t empty,
                                             uint32_t sAmaxAll, int tune) {
-  constexpr int kMaxTileN = WsShape<C>::kMaxTileN;
   WsConsumerCtx<C> c(p);
   c.expand = (tune & kWsTuneNoExpand) == 0;
   c.store = (tune & kWsTuneNoStore) == 0;
@@ -707,6 +707,11 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
       c.par = (c.par + KT) & 1;
     }
   };
+  // One loop per width a tile can take (tile_heuristic.h ws_width), widest first. Spelled out:
+  // the same calls through a fold over the class list changed the kernel's SASS.
+  static_assert(WsShape<C>::kClasses == 5 && ws_width_of_class(4) == 160 &&
+                    ws_width_of_class(0) == 32,
+                "a tiles_of_width call for every width");
   tiles_of_width(std::integral_constant<int, 160>());
   tiles_of_width(std::integral_constant<int, 128>());
   tiles_of_width(std::integral_constant<int, 96>());

@@ -48,8 +48,9 @@ static_assert(ws_unit_rows(293, 160) == 147 && ws_unit_count(293, 147) == 2 &&
 // rows and picks the wgmma width per tile (ws_width above) on the device. Measured on the H200
 // (src/cuda/sm90/NOTES.md, P; bench/NOTES.md P round 10):
 // - both GEMMs run faster with three consumers than with two (tile_n 192, since removed;
-//   GEMM-only, us, 192 -> 160, same run: GEMM1 EP16 T=16384 1470 -> 1313, T=8192 774 -> 722, TP8xEP4 T=16384 784 -> 663,
-//   T=8192 427 -> 376; GEMM2 702 -> 656, 377 -> 361, 642 -> 596, 331 -> 311);
+//   GEMM-only, us, 192 -> 160, same run: GEMM1 EP16 T=16384 1470 -> 1313, T=8192 774 -> 722,
+//   TP8xEP4 T=16384 784 -> 663, T=8192 427 -> 376; GEMM2 702 -> 656, 377 -> 361, 642 -> 596,
+//   331 -> 311);
 // - from 33 rows per expert up, three consumers beat the one-warpgroup kernel (GEMM1 + GEMM2,
 //   us, same runs): 73 rows (T=4096) 128-wide tiles -> 160: EP16 989 -> 797, TP8xEP4 609 ->
 //   508; 37 rows (EP16 T=2048) 64-wide -> 160: 732 -> 692, 55 rows (T=3072) 827 -> 741, TP8xEP4
