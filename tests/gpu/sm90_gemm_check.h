@@ -390,6 +390,7 @@ struct Gemm2Case {
   int s_lo = 120, s_hi = 130;
   uint64_t seed = 2;
   bool direct = true;  // also run with an out_token table (check_gemm2_direct)
+  int scale_offset = 0;  // bytes: the scales at d_ws + scale_offset (4: not 16-byte aligned)
 };
 
 inline void run_gemm2_case(const Gemm2Case& c) {
@@ -417,19 +418,19 @@ inline void run_gemm2_case(const Gemm2Case& c) {
     rw[0] = -0.5f;
   }
 
-  DevBuf<uint8_t> d_wq(wq.size()), d_ws(ws.size());
+  DevBuf<uint8_t> d_wq(wq.size()), d_ws(ws.size() + c.scale_offset);
   DevBuf<uint16_t> d_h(h.size());
   DevBuf<float> d_rw(rw.size()), d_y(static_cast<size_t>(max_rows) * H);
   DevBuf<int32_t> d_off(off.size());
   CUDA_OK(d_wq.up(wq));
-  CUDA_OK(d_ws.up(ws));
+  CUDA_OK(cudaMemcpy(d_ws.p + c.scale_offset, ws.data(), ws.size(), cudaMemcpyHostToDevice));
   CUDA_OK(d_h.up(h));
   CUDA_OK(d_rw.up(rw));
   CUDA_OK(d_off.up(off));
 
   Gemm2Params p;
   p.w_packed = d_wq.p;
-  p.w_scales = d_ws.p;
+  p.w_scales = d_ws.p + c.scale_offset;
   p.H = H;
   p.I = I;
   p.h = reinterpret_cast<const __nv_bfloat16*>(d_h.p);

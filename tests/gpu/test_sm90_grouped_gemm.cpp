@@ -288,17 +288,40 @@ TEST(Sm90WarpSpecialized, EveryWidth) {
     run_gemm1_case(c);
   }
   for (int H : {192, 256}) {
-    Gemm2Case c2;
-    c2.rows = rows;
-    c2.H = H;
-    c2.I = 320;
-    c2.tile_n = 160;
-    c2.seed = 23;
-    run_gemm2_case(c2);
-    Gemm2Case c3 = c2;  // K = 64: one step per tile (no cross-tile weight prefetch)
+    // K = 320: 5 steps, the weights through the producer's slots; K = 640: 10 steps, through
+    // registers (kWsSlotWeightsMaxSteps).
+    for (int I : {320, 640}) {
+      Gemm2Case c2;
+      c2.rows = rows;
+      c2.H = H;
+      c2.I = I;
+      c2.tile_n = 160;
+      c2.seed = 23;
+      run_gemm2_case(c2);
+    }
+    Gemm2Case c3;  // K = 64: one step per tile, every slot a new tile's
+    c3.rows = rows;
+    c3.H = H;
     c3.I = 64;
+    c3.tile_n = 160;
+    c3.seed = 23;
     run_gemm2_case(c3);
   }
+}
+
+// The slot path copies the scale words 16 bytes at a time (ws_producer); scales that are only
+// 4-byte aligned make the launcher keep GEMM2's weights on the register path at short K, with
+// the same results.
+TEST(Sm90WarpSpecialized, UnalignedScalesTakeTheRegisterPath) {
+  REQUIRE_SM90();
+  Gemm2Case c;
+  c.rows = {1, 97, 161, 0, 300};
+  c.H = 192;
+  c.I = 320;
+  c.tile_n = 160;
+  c.scale_offset = 4;
+  c.seed = 29;
+  run_gemm2_case(c);
 }
 
 TEST(Sm90GroupedGemm, WideScaleRangeAndOddK) {

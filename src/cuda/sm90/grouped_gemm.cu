@@ -83,16 +83,28 @@ cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
   if (err != cudaSuccess) return err;
+  // GEMM2 at short K takes its weights through the producer's slots (kWsSlotWeightsMaxSteps),
+  // when the producer's 32-bit offsets in 16-byte units reach every weight and the scale words
+  // take 16-byte copies.
+  const bool slot_weights = !kGemm1 && a.K / kStepK <= kWsSlotWeightsMaxSteps &&
+                            static_cast<int64_t>(a.num_experts) * a.M * a.K / 32 <= UINT32_MAX &&
+                            aligned16(a.w_scales);
   const int64_t room =
       static_cast<int64_t>(optin) - static_cast<int64_t>(ws_fixed_smem_bytes<C>(max_units));
-  const int64_t stages =
-      std::min<int64_t>(tune.max_stages, room / static_cast<int64_t>(ws_stage_smem_bytes(cap)));
+  const int64_t stages = std::min<int64_t>(
+      tune.max_stages, room / static_cast<int64_t>(ws_stage_smem_bytes<C>(cap, slot_weights)));
   if (max_units > (int64_t{1} << 30) || stages < tune.lag + 2) {
     return launch_tiles<128, kGemm1>(a, num_sms, stream);
   }
-  const size_t smem = ws_fixed_smem_bytes<C>(max_units) + stages * ws_stage_smem_bytes(cap);
-  auto* kernel = !kGemm1 && a.out_token != nullptr ? grouped_gemm_ws_kernel<C, kGemm1, !kGemm1>
-                                                   : grouped_gemm_ws_kernel<C, kGemm1, false>;
+  const size_t smem =
+      ws_fixed_smem_bytes<C>(max_units) + stages * ws_stage_smem_bytes<C>(cap, slot_weights);
+  auto* kernel = grouped_gemm_ws_kernel<C, kGemm1, false, false>;
+  if constexpr (!kGemm1) {
+    const bool out = a.out_token != nullptr;
+    kernel = slot_weights ? (out ? grouped_gemm_ws_kernel<C, false, true, true>
+                                 : grouped_gemm_ws_kernel<C, false, false, true>)
+                          : (out ? grouped_gemm_ws_kernel<C, false, true, false> : kernel);
+  }
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err != cudaSuccess) return err;
   const int64_t m_groups = (a.M / kTileM + C - 1) / C;

@@ -23,6 +23,9 @@
 //    barrier, once; tune bits 12-15, default 0), so their epilogues do not coincide. A consumer
 //    whose mt is past the matrix (64-row tiles not a multiple of C) still waits full / arrives
 //    empty for every step, keeping the barrier counts fixed.
+//  - kSlotW (GEMM2 at short K, kWsSlotWeightsMaxSteps): the producer also copies each
+//    consumer's fragments and scale words of the step into the slot (the same cp.async group
+//    and full barrier), and the consumers read theirs back from shared memory.
 // Token tiles ("units"): an expert of r rows is cut into n = ceil(r / cap) nearly equal units of
 //  sz = ceil(r / n) rows (the last one may be shorter), and each unit runs the narrowest wgmma
 //  N in {32, 64, ..., cap} that holds it. 293 rows at cap 160 -> 2 units of 147 -> N = 160
@@ -42,7 +45,7 @@
 //  that have such rows (the grouping's flag) take an epilogue that first tabulates each
 //  column's weight and row address in the same scratch.
 // Limitations: the activation tile is gathered by cp.async (no TMA, since GEMM1's rows are
-//  scattered through act_row); weights go to registers (no smem staging); the unit list needs
+//  scattered through act_row); weights go to registers except in kSlotW; the unit list needs
 //  max_rows / cap + num_experts ints of shared memory (the launcher falls back to
 //  grouped_gemm_kernel.cuh when it does not fit with kWsMinStages slots).
 #pragma once
@@ -84,6 +87,13 @@ struct WsShape {
   static constexpr int kConsumerRegs = 160;
   static_assert(kWarpgroup * kProducerRegs + C * kWarpgroup * kConsumerRegs <= 65536, "regs");
   static constexpr int kScanInts = (kThreads / 32) * kClasses + 16;
+  // kSlotW kernels: a slot's weights, every consumer's fragments (2 KB, thread order) then its
+  // scale words (128 B) of the slot's K step, copied by the producer with the activation rows.
+  static constexpr int kWFragBytes = kWarpgroup * kFragBytes;
+  static constexpr int kWScaleBytes = kRowPairs * kFragScaleBytes;
+  static constexpr int kWStageBytes = C * (kWFragBytes + kWScaleBytes);
+  static_assert(kWFragBytes == 16 * kWarpgroup && kWScaleBytes % 16 == 0 && C * 8 <= kWarpgroup,
+                "one 16-byte fragment copy per producer thread and consumer, one per scale chunk");
   // GEMM1 MX amax: [consumer][token][warp] floats; GEMM2: [consumer][token] 16-byte entries.
   static constexpr int kAmaxConsumerBytes = 4 * kMaxTileN * 4;
   static constexpr int kAmaxBytes = C * kAmaxConsumerBytes;
@@ -101,6 +111,13 @@ constexpr int kWsMinStages = kWsLag + 2;
 // waits for the loads issued a step later, and the loop head drains them (~9% of the
 // consumers' samples, P round 12; the shared-memory alternatives measured there lost more).
 constexpr int kWsL2Ahead = 6;
+// kSlotW: the weights through the producer's slots instead (ws_producer copies them with the
+// activation rows, a consumer reads its fragment back with LDS). For GEMM2 with at most this
+// many K steps per tile, where the register path pays for every tile's first fetches: H200,
+// GEMM-only, TP8xEP4 GEMM2 (K = 384, 6 steps) T=4096 / 8192 / 16384 230 / 316 / 598 ->
+// 200 / 281 / 522 us. At long K it lost (EP16 GEMM2, 48 steps, T=4096 251 -> 262; GEMM1, 112
+// steps, T=4096 481 -> 510), so the register path stays there (bench/NOTES.md P round 17).
+constexpr int kWsSlotWeightsMaxSteps = 8;
 // tune: bits 0-3 the producer lag (2, 4, 6; slots >= lag + 2), and three diagnostics that make
 // the results wrong on purpose, for timing only: bit 8 the producer copies nothing, bit 9 the
 // consumers skip the weight conversion, bit 10 they skip the epilogue's stores.
@@ -118,14 +135,17 @@ constexpr int kWsDefaultSkew = 0;
 constexpr int kWsMaxStages = 8;
 constexpr int kWsExpertBits = 14;  // unit = (k << 14) | expert: num_experts <= 16384
 
-// Shared memory after the 1024-byte alignment: slots, full/empty barriers, MX amax, scan
-// scratch, the unit list (max_units ints).
+// Shared memory after the 1024-byte alignment: activation slots, weight slots (kSlotW only),
+// full/empty barriers, MX amax, scan scratch, the unit list (max_units ints).
 template <int C>
 inline size_t ws_fixed_smem_bytes(int64_t max_units) {
   return 1024 + WsShape<C>::kAmaxBytes + WsShape<C>::kScanInts * 4 +
          static_cast<size_t>(max_units) * 4;
 }
-inline size_t ws_stage_smem_bytes(int cap) { return static_cast<size_t>(cap) * 128 + 16; }
+template <int C>
+inline size_t ws_stage_smem_bytes(int cap, bool slot_weights) {
+  return static_cast<size_t>(cap) * 128 + (slot_weights ? WsShape<C>::kWStageBytes : 0) + 16;
+}
 
 struct WsTile {
   int e, p0, nrows, ncls, mg;  // mg: the CTA's group of C 64-row weight tiles
@@ -238,20 +258,37 @@ __device__ __forceinline__ WsTile ws_decode(const KernelArgs& p, const int* sUni
 // stores. Per copy the step costs an add and a predicated cp.async, no branch (the first H200
 // profile of this kernel showed ~25 dependent instructions and a divergent branch per copy, and
 // the consumers waiting on the producer: bench/NOTES.md P round 4).
+// kSlotW: the weights of the step go into the slot's weight stage in the same cp.async group:
+// thread tid copies fragment tid of each consumer's 64-row tile (the tiles of one mg are adjacent
+// in the prepacked order, KT * 128 16-byte units apart), threads 0 .. 8 C - 1 one 16-byte chunk
+// of the scale words each; so the slot's full barrier hands over both operands, and every
+// producer thread issues at most 3 + 1 copies more per step (six bulk copies from one warp made
+// the slots late: bench/NOTES.md P round 12).
 // The producer has 32 registers: 64-bit row pointers (2 x 10 registers) would spill, so it
 // keeps 32-bit row offsets in 16-byte units and forms each address per copy from one
 // (ptx::addr16: a mad.wide.u32 in asm, so the compiler cannot hoist 64-bit copies of them out
 // of the step loop; SASS makes it two LEAs).
-template <int C, int kLag>
+template <int C, int kLag, bool kSlotW>
 __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int stages, bool load,
                                             const int* sUnits, int total, int m_groups, int KT,
-                                            uint32_t slots, uint32_t full, uint32_t empty) {
-  constexpr int kRowsPerThread = WsShape<C>::kMaxTileN / 16;
+                                            uint32_t slots, uint32_t wslots, uint32_t full,
+                                            uint32_t empty) {
+  using S = WsShape<C>;
+  constexpr int kRowsPerThread = S::kMaxTileN / 16;
+  constexpr int kWStep = S::kWFragBytes / 16, kSStep16 = S::kWScaleBytes / 16;  // 16-byte units
   const int tid = threadIdx.x;  // 0..127
   const int chunk = tid & 7, r0 = tid >> 3;
   const uint32_t stage_bytes = cap * 128;
   const uint32_t col = r0 * 128 + ((chunk ^ (r0 & 7)) << 4);  // 128-byte swizzle
   const uint4* act4 = reinterpret_cast<const uint4*>(p.act);
+  const uint4* w4 = reinterpret_cast<const uint4*>(p.w_packed);
+  const uint4* s4 = reinterpret_cast<const uint4*>(p.w_scales);
+  const int m_tiles = p.M / kTileM;
+  const uint32_t mt_units = static_cast<uint32_t>(KT) * kWStep;  // one 64-row tile's fragments
+  const uint32_t w_expert = static_cast<uint32_t>(static_cast<int64_t>(p.M) * p.K / 32);
+  // This thread's shared destinations in a weight stage: fragment tid of consumer 0 (the others
+  // at + 2 KB each), and scale chunk tid (consumer tid / 8) after the fragments.
+  const uint32_t wcol = 16 * tid, scol = C * S::kWFragBytes + 16 * tid;
   int slot = 0, phase = 0, lag_slot = 0, pending = 0;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
     const WsTile T = ws_decode(p, sUnits, cap, m_groups, tile);
@@ -268,17 +305,40 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
       // One step before step 0 (unsigned: row 0's -8 wraps back to 0 at the first step).
       off[i] = static_cast<uint32_t>((row * p.act_stride) / 8) - 8u;
     }
+    // kSlotW: the tile's consumers with weight rows (mt = C mg + c < m_tiles), and this thread's
+    // weight offsets one step before step 0 (16-byte units; wrapping as off does; the launcher
+    // checks that every offset fits 32 bits).
+    const int mt0 = C * T.mg, nw = min(C, m_tiles - mt0);
+    uint32_t woff = T.e * w_expert + mt0 * mt_units + tid - kWStep;
+    uint32_t soff =
+        T.e * (w_expert / 16) + (mt0 + (tid >> 3)) * (KT * kSStep16) + (tid & 7) - kSStep16;
+    const bool scopy = tid < 8 * nw;
     for (int kb = 0; kb < KT; ++kb) {
       ptx::mbar_wait(empty + 8 * slot, phase ^ 1);
       if (load) {
         const uint32_t dst = slots + slot * stage_bytes + col;
+        const uint32_t wdst = wslots + slot * S::kWStageBytes;
         // Advanced before the copies (off starts one step back): rewriting a source register
         // right after its cp.async would wait for the copy to read it (short scoreboard).
 #pragma unroll
         for (int i = 0; i < kRowsPerThread; ++i) off[i] += 8;
+        if constexpr (kSlotW) {
+          woff += kWStep;
+          soff += kSStep16;
+        }
 #pragma unroll
         for (int i = 0; i < kRowsPerThread; ++i) {
           if (i < nv) ptx::cp_async_16(dst + 2048 * i, ptx::addr16(act4 + chunk, off[i]), true);
+        }
+        if constexpr (kSlotW) {
+#pragma unroll
+          for (int w = 0; w < C; ++w) {
+            if (w < nw) {
+              ptx::cp_async_16(wdst + wcol + w * S::kWFragBytes,
+                               ptx::addr16(w4, woff + w * mt_units), true);
+            }
+          }
+          if (scopy) ptx::cp_async_16(wdst + scol, ptx::addr16(s4, soff), true);
         }
       }
       ptx::cp_async_commit();
@@ -310,7 +370,8 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
 // kOut (GEMM2 only): the launch has an out_token table (smxx/gemm2_store.cuh). Without it the
 // kernel is compiled exactly as before the table existed: the out-capable epilogue's code
 // changed the plain one's schedule, ~2% on TP8xEP4's GEMM2 (bench/NOTES.md G round 5).
-template <int C, int N, bool kGemm1, bool kOut>
+// kSlotW: the weights come through the slots (kWsSlotWeightsMaxSteps), else through registers.
+template <int C, int N, bool kGemm1, bool kOut, bool kSlotW>
 struct WsTileRunner {
   static constexpr int kMaxTileN = WsShape<C>::kMaxTileN;
   template <typename Ctx>
@@ -332,97 +393,135 @@ struct WsTileRunner {
     } else if constexpr (kOut) {
       any_out = p.expert_has_out == nullptr || p.expert_has_out[T.e] != 0;
     }
-    // q, s: this tile's fragment and scale words of step kb + 2, advanced with kb (the only
-    // weight pointers live through the mainloop).
-    const uint8_t* q = c.wq + 2 * c.kQStep;
-    const uint8_t* s = c.ws + 2 * c.kSStep;
-    // One 64-K step on weight buffer B: expand step kb's fragment, fetch step kb + 2's (or the
-    // next tile's first steps), 4 wgmmas on the slot, then free the previous step's slot.
-    auto step = [&](int kb, auto buf) {
-      constexpr int B = decltype(buf)::value;
-      ptx::mbar_wait(c.full + 8 * c.slot, c.phase);
-      if (c.expand) expand_fragment(c.rq[B], c.rs[B], a[B], p.small_scales);
-      if (kb + 2 < KT) {
-        c.rq[B] = ptx::ld_stream_v4(q);
-        c.rs[B] = ptx::ld_stream_u32(s);
-      } else if (c.nact) {  // the next tile's step kb + 2 - KT lands in the same buffer parity
-        c.rq[B] = ptx::ld_stream_v4(c.nq + (kb + 2 - KT) * c.kQStep);
-        c.rs[B] = ptx::ld_stream_u32(c.ns + (kb + 2 - KT) * c.kSStep);
-      }
-      // The register loads above are only two steps ahead; the weights of step kb + kWsL2Ahead
-      // are pulled into L2 now so those loads hit L2 instead of waiting on DRAM.
-      if (kb + kWsL2Ahead < KT) {
-        ptx::prefetch_l2(q + (kWsL2Ahead - 2) * c.kQStep);
-        ptx::prefetch_l2(s + (kWsL2Ahead - 2) * c.kSStep);
-      } else if (c.nact && kb + kWsL2Ahead - KT < KT) {
-        ptx::prefetch_l2(c.nq + (kb + kWsL2Ahead - KT) * c.kQStep);
-        ptx::prefetch_l2(c.ns + (kb + kWsL2Ahead - KT) * c.kSStep);
-      }
-      q += c.kQStep;
-      s += c.kSStep;
+    if constexpr (kSlotW) {
+      // One 64-K step on A buffer B: the slot's activations and this consumer's weights arrive
+      // together (one full barrier); read the fragment and scale word, expand them to BF16, 4
+      // wgmmas on the slot, then free the previous step's slot. (Reading the next slot's
+      // fragment during this step's wgmmas measured slower: bench/NOTES.md P round 17.)
+      auto step = [&](int kb, auto buf) {
+        constexpr int B = decltype(buf)::value;
+        ptx::mbar_wait(c.full + 8 * c.slot, c.phase);
+        const uint32_t wst = c.slot * WsShape<C>::kWStageBytes;
+        const uint4 fq = ptx::lds_v4_b32(c.wfrag + wst);
+        const uint32_t fs = ptx::lds_u32(c.wscale + wst);
+        if (c.expand) expand_fragment(fq, fs, a[B], p.small_scales);
 #pragma unroll
-      for (int i = 0; i < 16; ++i) ptx::fence_operand(a[B][i]);
-      ptx::wgmma_fence();
-      const uint32_t desc_lo = c.desc0 + c.slot * c.desc_stride;  // the slot's descriptor
+        for (int i = 0; i < 16; ++i) ptx::fence_operand(a[B][i]);
+        ptx::wgmma_fence();
+        const uint32_t desc_lo = c.desc0 + c.slot * c.desc_stride;  // the slot's descriptor
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        ptx::WgmmaRS<N>::mma(d, &a[B][4 * j], ptx::desc_sw128_lo(desc_lo + 2 * j), 1);
-      }
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<1>();  // step kb - 1's wgmmas are done: its slot is free
-      if (kb > 0 && c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
-      c.skew_arrive(kb);
-      prev_slot = c.slot;
-      c.advance();
-    };
-    // The steady step: every step of the tile's body, where step kb + 2's fragment and step
-    // kb + kWsL2Ahead's lines are both in this tile, kb > 0, and no skew hand-off or diagnostic
-    // is pending. It does what `step` does with none of its run-time tests: the fetch and
-    // prefetch addresses are q plus immediates (q advances once per pair of steps), and the
-    // four descriptors one multiply-add from the slot plus immediates. `step` spent ~95 of its
-    // ~150 SASS instructions outside the conversion and the wgmmas (bench/NOTES.md P round 11).
-    auto steady = [&](auto buf) {
-      constexpr int B = decltype(buf)::value;  // also the step's offset from q
-      ptx::mbar_wait(c.full + 8 * c.slot, c.phase);
-      expand_fragment(c.rq[B], c.rs[B], a[B], p.small_scales);
-      c.rq[B] = ptx::ld_stream_v4(q + B * c.kQStep);
-      c.rs[B] = ptx::ld_stream_u32(s + B * c.kSStep);
-      ptx::prefetch_l2(q + (B + kWsL2Ahead - 2) * c.kQStep);
-      ptx::prefetch_l2(s + (B + kWsL2Ahead - 2) * c.kSStep);
-#pragma unroll
-      for (int i = 0; i < 16; ++i) ptx::fence_operand(a[B][i]);
-      ptx::wgmma_fence();
-      const uint32_t desc_lo = c.desc0 + c.slot * c.desc_stride;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        ptx::WgmmaRS<N>::mma(d, &a[B][4 * j], ptx::desc_sw128_lo(desc_lo + 2 * j), 1);
-      }
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<1>();  // the previous step's wgmmas are done: its slot is free
-      if (c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
-      prev_slot = c.slot;
-      c.advance();
-    };
-    using B0 = std::integral_constant<int, 0>;
-    using B1 = std::integral_constant<int, 1>;
-    int kb = 0;
-    if (c.par) {
-      step(kb, B1());
-      ++kb;
-    }
-    const bool fast = c.steady && c.skew_at < 0;
-    for (; kb + 1 < KT; kb += 2) {
-      if (fast && kb > 0 && kb + 1 + kWsL2Ahead < KT) {
-        steady(B0());
-        steady(B1());
-        q += 2 * c.kQStep;
-        s += 2 * c.kSStep;
-      } else {
+        for (int j = 0; j < 4; ++j) {
+          ptx::WgmmaRS<N>::mma(d, &a[B][4 * j], ptx::desc_sw128_lo(desc_lo + 2 * j), 1);
+        }
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<1>();  // step kb - 1's wgmmas are done: its slot is free
+        if (kb > 0 && c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
+        c.skew_arrive(kb);
+        prev_slot = c.slot;
+        c.advance();
+      };
+      using B0 = std::integral_constant<int, 0>;
+      using B1 = std::integral_constant<int, 1>;
+      // The previous tile ended with wgmma.wait_group 0, so both A buffers are free at step 0.
+      int kb = 0;
+      for (; kb + 1 < KT; kb += 2) {
         step(kb, B0());
         step(kb + 1, B1());
       }
+      if (kb < KT) step(kb, B0());
+    } else {
+      // q, s: this tile's fragment and scale words of step kb + 2, advanced with kb (the only
+      // weight pointers live through the mainloop).
+      const uint8_t* q = c.wq + 2 * c.kQStep;
+      const uint8_t* s = c.ws + 2 * c.kSStep;
+      // One 64-K step on weight buffer B: expand step kb's fragment, fetch step kb + 2's (or the
+      // next tile's first steps), 4 wgmmas on the slot, then free the previous step's slot.
+      auto step = [&](int kb, auto buf) {
+        constexpr int B = decltype(buf)::value;
+        ptx::mbar_wait(c.full + 8 * c.slot, c.phase);
+        if (c.expand) expand_fragment(c.rq[B], c.rs[B], a[B], p.small_scales);
+        if (kb + 2 < KT) {
+          c.rq[B] = ptx::ld_stream_v4(q);
+          c.rs[B] = ptx::ld_stream_u32(s);
+        } else if (c.nact) {  // the next tile's step kb + 2 - KT lands in the same buffer parity
+          c.rq[B] = ptx::ld_stream_v4(c.nq + (kb + 2 - KT) * c.kQStep);
+          c.rs[B] = ptx::ld_stream_u32(c.ns + (kb + 2 - KT) * c.kSStep);
+        }
+        // The register loads above are only two steps ahead; the weights of step kb + kWsL2Ahead
+        // are pulled into L2 now so those loads hit L2 instead of waiting on DRAM.
+        if (kb + kWsL2Ahead < KT) {
+          ptx::prefetch_l2(q + (kWsL2Ahead - 2) * c.kQStep);
+          ptx::prefetch_l2(s + (kWsL2Ahead - 2) * c.kSStep);
+        } else if (c.nact && kb + kWsL2Ahead - KT < KT) {
+          ptx::prefetch_l2(c.nq + (kb + kWsL2Ahead - KT) * c.kQStep);
+          ptx::prefetch_l2(c.ns + (kb + kWsL2Ahead - KT) * c.kSStep);
+        }
+        q += c.kQStep;
+        s += c.kSStep;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) ptx::fence_operand(a[B][i]);
+        ptx::wgmma_fence();
+        const uint32_t desc_lo = c.desc0 + c.slot * c.desc_stride;  // the slot's descriptor
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          ptx::WgmmaRS<N>::mma(d, &a[B][4 * j], ptx::desc_sw128_lo(desc_lo + 2 * j), 1);
+        }
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<1>();  // step kb - 1's wgmmas are done: its slot is free
+        if (kb > 0 && c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
+        c.skew_arrive(kb);
+        prev_slot = c.slot;
+        c.advance();
+      };
+      // The steady step: every step of the tile's body, where step kb + 2's fragment and step
+      // kb + kWsL2Ahead's lines are both in this tile, kb > 0, and no skew hand-off or diagnostic
+      // is pending. It does what `step` does with none of its run-time tests: the fetch and
+      // prefetch addresses are q plus immediates (q advances once per pair of steps), and the
+      // four descriptors one multiply-add from the slot plus immediates. `step` spent ~95 of its
+      // ~150 SASS instructions outside the conversion and the wgmmas (bench/NOTES.md P round 11).
+      auto steady = [&](auto buf) {
+        constexpr int B = decltype(buf)::value;  // also the step's offset from q
+        ptx::mbar_wait(c.full + 8 * c.slot, c.phase);
+        expand_fragment(c.rq[B], c.rs[B], a[B], p.small_scales);
+        c.rq[B] = ptx::ld_stream_v4(q + B * c.kQStep);
+        c.rs[B] = ptx::ld_stream_u32(s + B * c.kSStep);
+        ptx::prefetch_l2(q + (B + kWsL2Ahead - 2) * c.kQStep);
+        ptx::prefetch_l2(s + (B + kWsL2Ahead - 2) * c.kSStep);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) ptx::fence_operand(a[B][i]);
+        ptx::wgmma_fence();
+        const uint32_t desc_lo = c.desc0 + c.slot * c.desc_stride;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          ptx::WgmmaRS<N>::mma(d, &a[B][4 * j], ptx::desc_sw128_lo(desc_lo + 2 * j), 1);
+        }
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<1>();  // the previous step's wgmmas are done: its slot is free
+        if (c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
+        prev_slot = c.slot;
+        c.advance();
+      };
+      using B0 = std::integral_constant<int, 0>;
+      using B1 = std::integral_constant<int, 1>;
+      int kb = 0;
+      if (c.par) {
+        step(kb, B1());
+        ++kb;
+      }
+      const bool fast = c.steady && c.skew_at < 0;
+      for (; kb + 1 < KT; kb += 2) {
+        if (fast && kb > 0 && kb + 1 + kWsL2Ahead < KT) {
+          steady(B0());
+          steady(B1());
+          q += 2 * c.kQStep;
+          s += 2 * c.kSStep;
+        } else {
+          step(kb, B0());
+          step(kb + 1, B1());
+        }
+      }
+      if (kb < KT) step(kb, B0());
     }
-    if (kb < KT) step(kb, B0());
     ptx::wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) ptx::fence_operand(d[i]);
@@ -603,6 +702,7 @@ struct WsConsumerCtx {
   bool nact = false;
   bool expand = true, store = true;
   bool steady = true;  // steady steps allowed (not with the no-conversion diagnostic)
+  uint32_t wfrag = 0, wscale = 0;  // kSlotW: this thread's fragment and scale word in stage 0
   int skew_at = -1;  // consumer c < C - 1: the first tile's step after which c + 1 starts
   __device__ __forceinline__ WsConsumerCtx(const KernelArgs& args) : p(args) {}
   __device__ __forceinline__ void skew_arrive(int kb) {
@@ -619,11 +719,11 @@ struct WsConsumerCtx {
   }
 };
 
-template <int C, bool kGemm1, bool kOut>
+template <int C, bool kGemm1, bool kOut, bool kSlotW>
 __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int stages,
                                             const int* sUnits, int total, int m_groups, int KT,
-                                            uint32_t slots, uint32_t full, uint32_t empty,
-                                            uint32_t sAmaxAll, int tune) {
+                                            uint32_t slots, uint32_t wslots, uint32_t full,
+                                            uint32_t empty, uint32_t sAmaxAll, int tune) {
   WsConsumerCtx<C> c(p);
   c.expand = (tune & kWsTuneNoExpand) == 0;
   c.store = (tune & kWsTuneNoStore) == 0;
@@ -641,6 +741,14 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   c.sAmax = sAmaxAll + c.cw * WsShape<C>::kAmaxConsumerBytes;
   const int m_tiles = p.M / kTileM, g = c.lane >> 2;
   const int64_t mk = static_cast<int64_t>(p.M) * p.K;
+  if constexpr (kSlotW) {
+    // The producer's order in a weight stage (ws_producer): fragments [consumer][thread], then
+    // scale words [consumer][row pair].
+    using S = WsShape<C>;
+    c.wfrag = wslots + c.cw * S::kWFragBytes + tid * kFragBytes;
+    c.wscale = wslots + C * S::kWFragBytes + c.cw * S::kWScaleBytes +
+               (8 * c.warp + g) * kFragScaleBytes;
+  }
 
   // This consumer's weight fragments of tile T (false: its 64-row tile is past the matrix).
   auto weights_of = [&](const WsTile& T, const uint8_t** wq, const uint8_t** ws) {
@@ -671,6 +779,19 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
     for (; tile < total; tile += gridDim.x) {
       const WsTile T = ws_decode(p, sUnits, cap, m_groups, tile);
       if (T.ncls < N) return;  // the next (narrower) loop continues with this tile
+      if constexpr (kSlotW) {
+        if (C * T.mg + c.cw < m_tiles) {
+          WsTileRunner<C, N, kGemm1, kOut, true>::run(c, T);
+        } else {  // no weight rows here: keep the barrier counts
+          for (int kb = 0; kb < KT; ++kb) {
+            ptx::mbar_wait(full + 8 * c.slot, c.phase);
+            if (c.lane == 0) ptx::mbar_arrive(empty + 8 * c.slot);
+            c.skew_arrive(kb);
+            c.advance();
+          }
+        }
+        continue;
+      }
       const bool active = weights_of(T, &c.wq, &c.ws);
       const int next = tile + gridDim.x;
       c.nact = next < total && KT >= 2 &&
@@ -702,7 +823,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
           c.rs[1] = ptx::ld_stream_u32(s1);
         }
       }
-      WsTileRunner<C, N, kGemm1, kOut>::run(c, T);
+      WsTileRunner<C, N, kGemm1, kOut, false>::run(c, T);
       prefetched = c.nact;
       c.par = (c.par + KT) & 1;
     }
@@ -719,15 +840,18 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   tiles_of_width(std::integral_constant<int, 32>());
 }
 
-template <int C, bool kGemm1, bool kOut>
+template <int C, bool kGemm1, bool kOut, bool kSlotW>
 __global__ void __launch_bounds__(WsShape<C>::kThreads, 1)
     grouped_gemm_ws_kernel(const KernelArgs p, int cap, int stages, int max_units, int tune) {
   using S = WsShape<C>;
+  constexpr int kWStage = kSlotW ? S::kWStageBytes : 0;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = ptx::align_smem<1024>(smem_raw);
   const uint32_t slots = ptx::smem_addr(smem);
-  const uint32_t full = slots + stages * cap * 128, empty = full + 8 * stages;
-  float* sAmax = reinterpret_cast<float*>(smem + static_cast<size_t>(stages) * (cap * 128 + 16));
+  const uint32_t wslots = slots + stages * cap * 128;  // cap * 128 keeps slot 0 1024-aligned
+  const uint32_t full = wslots + stages * kWStage, empty = full + 8 * stages;
+  float* sAmax =
+      reinterpret_cast<float*>(smem + static_cast<size_t>(stages) * (cap * 128 + kWStage + 16));
   int* sScan = reinterpret_cast<int*>(reinterpret_cast<uint8_t*>(sAmax) + S::kAmaxBytes);
   int* sUnits = sScan + S::kScanInts;
 
@@ -748,19 +872,22 @@ __global__ void __launch_bounds__(WsShape<C>::kThreads, 1)
     const bool load = (tune & kWsTuneNoLoad) == 0;
     switch (tune & 15) {
       case 4:
-        ws_producer<C, 4>(p, cap, stages, load, sUnits, total, m_groups, KT, slots, full, empty);
+        ws_producer<C, 4, kSlotW>(p, cap, stages, load, sUnits, total, m_groups, KT, slots,
+                                   wslots, full, empty);
         break;
       case 6:
-        ws_producer<C, 6>(p, cap, stages, load, sUnits, total, m_groups, KT, slots, full, empty);
+        ws_producer<C, 6, kSlotW>(p, cap, stages, load, sUnits, total, m_groups, KT, slots,
+                                   wslots, full, empty);
         break;
       default:
-        ws_producer<C, 2>(p, cap, stages, load, sUnits, total, m_groups, KT, slots, full, empty);
+        ws_producer<C, 2, kSlotW>(p, cap, stages, load, sUnits, total, m_groups, KT, slots,
+                                   wslots, full, empty);
         break;
     }
   } else {
     ptx::setmaxnreg_inc<S::kConsumerRegs>();
-    ws_consumer<C, kGemm1, kOut>(p, cap, stages, sUnits, total, m_groups, KT, slots, full, empty,
-                                 ptx::smem_addr(sAmax), tune);
+    ws_consumer<C, kGemm1, kOut, kSlotW>(p, cap, stages, sUnits, total, m_groups, KT, slots,
+                                         wslots, full, empty, ptx::smem_addr(sAmax), tune);
   }
 }
 
