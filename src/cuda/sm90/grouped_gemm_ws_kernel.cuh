@@ -774,6 +774,16 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
     if (c.cw > 0) ptx::named_barrier(WsShape<C>::kSkewBarrier + c.cw - 1, 2 * kWarpgroup);
     if (c.cw < C - 1) c.skew_at = min(skew, KT) - 1;
   }
+  // A tile without weight rows for this consumer (its mt is past the matrix): keep the barrier
+  // counts, waiting for each fill and freeing it at once.
+  auto idle_tile = [&]() {
+    for (int kb = 0; kb < KT; ++kb) {
+      ptx::mbar_wait(full + 8 * c.slot, c.phase);
+      if (c.lane == 0) ptx::mbar_arrive(empty + 8 * c.slot);
+      c.skew_arrive(kb);
+      c.advance();
+    }
+  };
   auto tiles_of_width = [&](auto n_tag) {
     constexpr int N = decltype(n_tag)::value;
     for (; tile < total; tile += gridDim.x) {
@@ -782,13 +792,8 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
       if constexpr (kSlotW) {
         if (C * T.mg + c.cw < m_tiles) {
           WsTileRunner<C, N, kGemm1, kOut, true>::run(c, T);
-        } else {  // no weight rows here: keep the barrier counts
-          for (int kb = 0; kb < KT; ++kb) {
-            ptx::mbar_wait(full + 8 * c.slot, c.phase);
-            if (c.lane == 0) ptx::mbar_arrive(empty + 8 * c.slot);
-            c.skew_arrive(kb);
-            c.advance();
-          }
+        } else {
+          idle_tile();
         }
         continue;
       }
@@ -797,13 +802,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
       c.nact = next < total && KT >= 2 &&
                weights_of(ws_decode(p, sUnits, cap, m_groups, next), &c.nq, &c.ns);
       if (!active) {
-        // No weight rows here: keep the barrier counts (wait for each fill, free it at once).
-        for (int kb = 0; kb < KT; ++kb) {
-          ptx::mbar_wait(full + 8 * c.slot, c.phase);
-          if (c.lane == 0) ptx::mbar_arrive(empty + 8 * c.slot);
-          c.skew_arrive(kb);
-          c.advance();
-        }
+        idle_tile();
         prefetched = false;
         c.par = (c.par + KT) & 1;
         continue;
