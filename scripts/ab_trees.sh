@@ -13,6 +13,7 @@
 #   (ep16,tp8ep4), AB_TIMEOUT (seconds per run, default 90). Logs go to $OUT (else build-ab/logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/ab_tables.sh
 ROOT=$PWD
 mode=${1:-}
 shift || true
@@ -76,21 +77,18 @@ for pass in 1 2; do
   for v in "$@"; do run_variant "$v" "$pass"; done
 done
 
-gemm_only='s/^BENCH \([A-Z0-9x]*\) .*T= *\([0-9]*\) .*tile_n=\([0-9]*\).*gemm1 *\([0-9.]*\) us.*'
-gemm_only+='gemm1+mx *\([0-9.]*\) us | gemm2 *\([0-9.]*\) us.*/\3 \1 \2 \4 \5 \6/p'
 for pass in 1 2; do
   for v in "$@"; do
     tag="$(echo "$v" | tr -c 'A-Za-z0-9_\n' '_')_$pass"
     echo "---- GEMM-only [$v] pass $pass: tile_n layout T gemm1 gemm1+mx gemm2 (us)"
-    sed -n "$gemm_only" "$LOG/ws_$tag.txt"
+    gemm_only_rows "$LOG/ws_$tag.txt"
   done
 done
 echo "---- end to end (us), layout/T/backend median"
 for pass in 1 2; do
   for v in "$@"; do
     tag="$(echo "$v" | tr -c 'A-Za-z0-9_\n' '_')_$pass"
-    echo "[$v] $(grep -E '^(ep16|tp8ep4) ' "$LOG/e2e_$tag.txt" |
-      awk '{printf "%s/%s/%s %s  ", $1, $2, $6, $9}')"
+    echo "[$v] $(e2e_row "$LOG/e2e_$tag.txt")"
   done
 done
 echo "ab_trees total $(( $(date +%s) - t0 ))s"

@@ -6,6 +6,7 @@
 # for both GEMMs). Logs to $OUT (else build-gpu/logs); a table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/ab_tables.sh
 B=$PWD/build-gpu
 LOG=${OUT:-$B/logs}
 mkdir -p "$LOG"
@@ -41,16 +42,15 @@ AB_C=${MXMOE_AB_C:-MXMOE_SM90_WS_CAP=128}
 "$B/tools/mxmoe/mxmoe" bench $bench > "$LOG/e2e_a.txt" 2>&1
 env $AB_B "$B/tools/mxmoe/mxmoe" bench $bench > "$LOG/e2e_b.txt" 2>&1
 env $AB_C "$B/tools/mxmoe/mxmoe" bench $bench > "$LOG/e2e_c.txt" 2>&1
-gemm_only='s/^BENCH \([A-Z0-9x]*\) .*T= *\([0-9]*\) .*tile_n=\([0-9]*\).*gemm1 *\([0-9.]*\) us.*gemm1+mx *\([0-9.]*\) us | gemm2 *\([0-9.]*\) us.*/\3 \1 \2 \4 \5 \6/p'
 echo "---- GEMM-only (us): tile_n, layout, T, gemm1, gemm1+mx, gemm2 ----"
-sed -n "$gemm_only" "$LOG/ws_bench.txt"
+gemm_only_rows "$LOG/ws_bench.txt"
 if [ -f "$LOG/ws_bench_env.txt" ]; then
   echo "---- the same with $MXMOE_AB_GEMM_ENV ----"
-  sed -n "$gemm_only" "$LOG/ws_bench_env.txt"
+  gemm_only_rows "$LOG/ws_bench_env.txt"
 fi
 echo "---- 3 consumers, EP16 T=16384, tune: gemm1, gemm1+mx, gemm2 ----"
 [ -f "$LOG/ws_tune.txt" ] && sed -n 's/^BENCH \(EP16[^ ]*\) .*gemm1 *\([0-9.]*\) us.*gemm1+mx *\([0-9.]*\) us | gemm2 *\([0-9.]*\) us.*/\1 \2 \3 \4/p' "$LOG/ws_tune.txt"
 echo "---- end to end (us): a = heuristic, b = $AB_B, c = $AB_C ----"
 for f in a b c; do
-  echo "[$f] $(grep -E '^(ep16|tp8ep4) ' "$LOG/e2e_$f.txt" | awk '{printf "%s/%s/%s %s  ", $1, $2, $6, $9}')"
+  echo "[$f] $(e2e_row "$LOG/e2e_$f.txt")"
 done
