@@ -5,7 +5,8 @@
 # Here (with git):  bash scripts/ab_trees.sh prepare NAME=REF ...
 #   extracts each git REF into build-ab/NAME (ignored; carry [".deps", "build-ab"]).
 # Device:           bash scripts/ab_trees.sh run VARIANT ...
-#   VARIANT = NAME or NAME@VAR=VALUE[,VAR=VALUE...]; NAME "." is the working tree. Builds every
+#   VARIANT = NAME or NAME@VAR=VALUE[+VAR=VALUE...] (values may hold commas, e.g.
+#   MXMOE_SM90_WS_TUNE=2,8,0); NAME "." is the working tree. Builds every
 #   tree named once (in parallel), runs the grouped-GEMM tests of the working tree, then the
 #   GEMM-only bench (`*DISABLED_WsConsumers*`) and `mxmoe bench` for the variants in turn, twice
 #   (a b a b), each run under `timeout` (a deadlocked variant costs its timeout, not the call),
@@ -67,10 +68,10 @@ run_variant() {  # $1 variant, $2 pass
   tag="$(echo "$1" | tr -c 'A-Za-z0-9_\n' '_')_$2"
   local b
   b=$(bin_of "$n")
-  timeout "$TMO" env ${envs//,/ } "$b/tests/gpu/test_sm90_grouped_gemm" \
+  timeout "$TMO" env ${envs//+/ } "$b/tests/gpu/test_sm90_grouped_gemm" \
     --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_WsConsumers*' \
     > "$LOG/ws_$tag.txt" 2>&1 || echo "ws $1 pass $2: rc $?"
-  timeout "$TMO" env ${envs//,/ } "$b/tools/mxmoe/mxmoe" bench $bench \
+  timeout "$TMO" env ${envs//+/ } "$b/tools/mxmoe/mxmoe" bench $bench \
     > "$LOG/e2e_$tag.txt" 2>&1 || echo "e2e $1 pass $2: rc $?"
 }
 for pass in 1 2; do
