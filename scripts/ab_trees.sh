@@ -11,7 +11,8 @@
 #   GEMM-only bench (`*DISABLED_WsConsumers*`) and `mxmoe bench` for the variants in turn, twice
 #   (a b a b), each run under `timeout` (a deadlocked variant costs its timeout, not the call),
 #   and prints a table last. Environment: AB_TOKENS (default 4096,8192,16384), AB_LAYOUTS
-#   (ep16,tp8ep4), AB_TIMEOUT (seconds per run, default 90). Logs go to $OUT (else build-ab/logs).
+#   (ep16,tp8ep4), AB_TIMEOUT (seconds per run, default 90), AB_GEMM=0 (end to end only, no
+#   GEMM-only runs). Logs go to $OUT (else build-ab/logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/ab_tables.sh
@@ -68,9 +69,11 @@ run_variant() {  # $1 variant, $2 pass
   tag="$(echo "$1" | tr -c 'A-Za-z0-9_\n' '_')_$2"
   local b
   b=$(bin_of "$n")
-  timeout "$TMO" env ${envs//+/ } "$b/tests/gpu/test_sm90_grouped_gemm" \
-    --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_WsConsumers*' \
-    > "$LOG/ws_$tag.txt" 2>&1 || echo "ws $1 pass $2: rc $?"
+  if [ "${AB_GEMM:-1}" != 0 ]; then
+    timeout "$TMO" env ${envs//+/ } "$b/tests/gpu/test_sm90_grouped_gemm" \
+      --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_WsConsumers*' \
+      > "$LOG/ws_$tag.txt" 2>&1 || echo "ws $1 pass $2: rc $?"
+  fi
   timeout "$TMO" env ${envs//+/ } "$b/tools/mxmoe/mxmoe" bench $bench \
     > "$LOG/e2e_$tag.txt" 2>&1 || echo "e2e $1 pass $2: rc $?"
 }
@@ -79,6 +82,7 @@ for pass in 1 2; do
 done
 
 for pass in 1 2; do
+  [ "${AB_GEMM:-1}" != 0 ] || break
   for v in "$@"; do
     tag="$(echo "$v" | tr -c 'A-Za-z0-9_\n' '_')_$pass"
     echo "---- GEMM-only [$v] pass $pass: tile_n layout T gemm1 gemm1+mx gemm2 (us)"
