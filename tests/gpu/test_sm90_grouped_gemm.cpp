@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -306,6 +307,134 @@ TEST(Sm90WarpSpecialized, EveryWidth) {
     c3.tile_n = 160;
     c3.seed = 23;
     run_gemm2_case(c3);
+  }
+}
+
+// GEMM2 started under GEMM1 (Gemm1Params::h_ready): the chain with the per-expert counters must
+// give GEMM2's y bit for bit as the chain without them, eagerly and in CUDA graph replays, with h
+// poisoned (NaN) before every GEMM1, so a tile of GEMM2 that read its rows before GEMM1 wrote them
+// would show. GEMM1 must report the cap it counted at and leave each expert at units x 2I / 64
+// finished tiles; a GEMM1 on another kernel (tile_n 128) reports 0 and GEMM2 then waits as
+// before. I = 320 (2I / 64 = 10 tiles: the last group of three consumers has one idle; GEMM2 at
+// K = 320 takes the slot path: by default GEMM1 then does not count and GEMM2 waits for all of
+// it, MXMOE_SM90_WS_OVERLAP=all counts and waits there too) and I = 640 (GEMM2 on the register
+// path, started under GEMM1).
+TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
+  REQUIRE_SM90();
+  for (int I : {320, 640}) {
+    std::mt19937_64 rng(41 + I);
+    std::vector<int> rows;
+    std::uniform_int_distribution<int> rdist(0, 420);
+    for (int e = 0; e < 40; ++e) rows.push_back(e % 9 == 4 ? 0 : rdist(rng));
+    const int E = static_cast<int>(rows.size()), K = 512, H = 256;
+    const std::vector<int32_t> off = offsets_of(rows);
+    const int pairs = off[E], max_rows = pairs + 3, T = pairs / 2 + 1;
+    std::vector<uint8_t> w13q, w13s, w2q, w2s;
+    for (int e = 0; e < E; ++e) {
+      prepack_append(fuse(random_mx4(rng, I, K, 120, 130), random_mx4(rng, I, K, 120, 130)), &w13q,
+                     &w13s);
+      prepack_append(random_mx4(rng, H, I, 120, 130), &w2q, &w2s);
+    }
+    std::vector<uint16_t> x(static_cast<size_t>(T) * K);
+    for (auto& v : x) v = random_bf16(rng, 0.05f);
+    std::vector<int32_t> x_row(max_rows, 0);
+    std::uniform_int_distribution<int> tok(0, T - 1);
+    for (int q = 0; q < pairs; ++q) x_row[q] = tok(rng);
+    std::vector<float> beta(E, 4.0f), lbeta(E, 25.0f), rw(max_rows);
+    std::uniform_real_distribution<float> wdist(0.01f, 1.0f);
+    for (auto& v : rw) v = wdist(rng);
+
+    DevBuf<uint8_t> d_w13q(w13q.size()), d_w13s(w13s.size()), d_w2q(w2q.size()), d_w2s(w2s.size());
+    DevBuf<uint16_t> d_x(x.size()), d_h(static_cast<size_t>(max_rows) * I);
+    DevBuf<int32_t> d_row(x_row.size()), d_off(off.size()), d_ready(E);
+    DevBuf<float> d_beta(E), d_lbeta(E), d_rw(rw.size()), d_y(static_cast<size_t>(max_rows) * H);
+    CUDA_OK(d_w13q.up(w13q));
+    CUDA_OK(d_w13s.up(w13s));
+    CUDA_OK(d_w2q.up(w2q));
+    CUDA_OK(d_w2s.up(w2s));
+    CUDA_OK(d_x.up(x));
+    CUDA_OK(d_row.up(x_row));
+    CUDA_OK(d_off.up(off));
+    CUDA_OK(d_beta.up(beta));
+    CUDA_OK(d_lbeta.up(lbeta));
+    CUDA_OK(d_rw.up(rw));
+
+    Gemm1Params g1;
+    g1.w_packed = d_w13q.p;
+    g1.w_scales = d_w13s.p;
+    g1.I = I;
+    g1.K = K;
+    g1.x = reinterpret_cast<const __nv_bfloat16*>(d_x.p);
+    g1.x_stride = K;
+    g1.x_row = d_row.p;
+    g1.beta = d_beta.p;
+    g1.linear_beta = d_lbeta.p;
+    g1.h = reinterpret_cast<__nv_bfloat16*>(d_h.p);
+    g1.g.num_experts = E;
+    g1.g.expert_offsets = d_off.p;
+    g1.g.max_rows = max_rows;
+    g1.g.tile_n = 160;
+    Gemm2Params g2;
+    g2.w_packed = d_w2q.p;
+    g2.w_scales = d_w2s.p;
+    g2.H = H;
+    g2.I = I;
+    g2.h = g1.h;
+    g2.row_weight = d_rw.p;
+    g2.y = d_y.p;
+    g2.g = g1.g;
+
+    // One chain on stream s: poison h and y, [zero the counters], GEMM1, GEMM2.
+    int cap = -1;
+    auto chain = [&](cudaStream_t s, bool counters) {
+      cudaError_t e = cudaMemsetAsync(d_h.p, 0xFF, d_h.n * 2, s);
+      if (e == cudaSuccess) e = cudaMemsetAsync(d_y.p, 0xFF, d_y.n * 4, s);
+      if (e == cudaSuccess && counters) e = cudaMemsetAsync(d_ready.p, 0, E * 4, s);
+      g1.h_ready = counters ? d_ready.p : nullptr;
+      if (e == cudaSuccess) e = launch_gemm1(g1, num_sms(), s, &cap);
+      g2.h_ready = g1.h_ready;
+      g2.h_ready_cap = cap;
+      return e == cudaSuccess ? launch_gemm2(g2, num_sms(), s) : e;
+    };
+    std::vector<float> y_ref, y;
+    CUDA_OK(chain(nullptr, false));
+    EXPECT_EQ(cap, 0) << "no counters given, none counted";
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(d_y.down(&y_ref));
+    size_t written = 0;
+    for (size_t i = 0; i < static_cast<size_t>(pairs) * H; ++i) written += std::isfinite(y_ref[i]);
+    EXPECT_EQ(written, static_cast<size_t>(pairs) * H) << "the plain chain left rows unwritten";
+
+    CUDA_OK(chain(nullptr, true));
+    // By default only a GEMM1 whose GEMM2 takes the register path (K = I > 8 steps) counts.
+    const char* mode = std::getenv("MXMOE_SM90_WS_OVERLAP");
+    const bool all = mode && (strcmp(mode, "all") == 0 || strcmp(mode, "check") == 0);
+    const bool counts = (mode == nullptr || strcmp(mode, "0") != 0) && (all || I / 64 > 8);
+    EXPECT_EQ(cap, counts ? 160 : 0) << "GEMM1 on the warp-specialized kernel counts at its cap";
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(d_y.down(&y));
+    EXPECT_EQ(0, memcmp(y.data(), y_ref.data(), y.size() * 4)) << "I=" << I << " eager";
+    std::vector<int32_t> ready;
+    CUDA_OK(d_ready.down(&ready));
+    for (int e = 0; e < E; ++e) {
+      const int units = rows[e] ? ws_unit_count(rows[e], ws_unit_rows(rows[e], 160)) : 0;
+      EXPECT_EQ(ready[e], counts ? units * (2 * I / 64) : 0) << "expert " << e << " rows " << rows[e];
+    }
+
+    CapturedLaunch graph;
+    CUDA_OK(graph.capture([&](cudaStream_t s) { return chain(s, true); }));
+    for (int rep = 0; rep < 3; ++rep) {
+      CUDA_OK(graph.replay());
+      CUDA_OK(d_y.down(&y));
+      EXPECT_EQ(0, memcmp(y.data(), y_ref.data(), y.size() * 4)) << "I=" << I << " replay " << rep;
+    }
+
+    g1.g.tile_n = g2.g.tile_n = 128;  // the one-warpgroup kernel: nothing counted
+    CUDA_OK(chain(nullptr, true));
+    EXPECT_EQ(cap, 0) << "the one-warpgroup kernel does not count";
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(d_y.down(&y));
+    EXPECT_EQ(0, memcmp(y.data(), y_ref.data(), y.size() * 4)) << "I=" << I << " tile_n 128";
   }
 }
 

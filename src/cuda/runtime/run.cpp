@@ -3,9 +3,11 @@
 // One call enqueues, on the caller's stream:
 //   [quantize (x -> BF16 / MXFP8-as-BF16); skipped for W4A16 on 16-byte BF16 rows, which GEMM1
 //   reads in place] -> [route_kimi] -> group (EP filter, stable sort by
-//   expert) -> fill_params (local beta arrays) -> sm90 GEMM1 (+ SiTU, + requant) -> sm90 GEMM2
-//   (x routing weight; a token that owns one local pair straight into out) -> combine
-//   (slot-ordered fp32 sum per token, for the other tokens).
+//   expert) -> fill_params (local beta arrays; zeroes the h_ready counters) -> sm90 GEMM1 (+ SiTU,
+//   + requant) -> sm90 GEMM2 (x routing weight; a token that owns one local pair straight into
+//   out; on the warp-specialized kernels it starts on the experts GEMM1 has finished while
+//   GEMM1's last tiles run, sm90/grouped_gemm.h h_ready) -> combine (slot-ordered fp32 sum per
+//   token, for the other tokens).
 // At decode sizes (smxx::prologue_plan: T * k <= 4096 and the shared-memory bounds, decided
 // from host sizes) everything before GEMM1 is ONE launch, smxx/prologue.cu, with bit-identical
 // outputs; otherwise the separate kernels run. Every glue kernel is launched with PDL
@@ -48,6 +50,7 @@ struct Carve {
   int32_t* expert_has_out;  // [E]
   float* beta;         // [E]
   float* linear_beta;  // [E]
+  int32_t* h_ready;    // [E] GEMM1's finished tiles per expert (zeroed by the glue each call)
   __nv_bfloat16* h;    // [P, I]
   float* y;            // [P, H]
   size_t total;
@@ -77,6 +80,7 @@ Carve carve(const PreparedWeights* w, int max_tokens, int top_k, char* base) {
   c.expert_has_out = reinterpret_cast<int32_t*>(take(E * 4));
   c.beta = reinterpret_cast<float*>(take(E * 4));
   c.linear_beta = reinterpret_cast<float*>(take(E * 4));
+  c.h_ready = reinterpret_cast<int32_t*>(take(E * 4));
   c.h = reinterpret_cast<__nv_bfloat16*>(take(P * I * 2));
   c.y = reinterpret_cast<float*>(take(P * H * 4));
   c.total = off;
@@ -223,6 +227,7 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     a.linear_beta = p.linear_beta;
     a.beta_out = c.beta;
     a.linear_beta_out = c.linear_beta;
+    a.h_ready = c.h_ready;
     e = smxx::launch_prologue(a, shape, stream);
     if (e != cudaSuccess) return launch_failed("prologue", e);
   } else {
@@ -255,7 +260,8 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     e = smxx::launch_group(g, stream, &failed);
     if (e != cudaSuccess) return launch_failed(failed ? failed : "group", e);
     e = smxx::launch_fill_params(p.per_expert_beta, p.beta, p.per_expert_linear_beta,
-                                 p.linear_beta, w->expert_start, E, c.beta, c.linear_beta, stream);
+                                 p.linear_beta, w->expert_start, E, c.beta, c.linear_beta, stream,
+                                 c.h_ready);
     if (e != cudaSuccess) return launch_failed("fill_params", e);
   }
 
@@ -290,8 +296,10 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     g1.mxfp8_out = w4a8;
     g1.small_scales = w->w13_small_scales;
     g1.h = c.h;
+    g1.h_ready = c.h_ready;  // zeroed by the glue above
     g1.g = gp;
-    e = sm90::launch_gemm1(g1, w->num_sms, stream);
+    int h_ready_cap = 0;
+    e = sm90::launch_gemm1(g1, w->num_sms, stream, &h_ready_cap);
     if (e != cudaSuccess) return launch_failed("sm90 gemm1", e);
 
     sm90::Gemm2Params g2;
@@ -307,6 +315,8 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     g2.out = p.out;
     g2.out_stride = out_stride;
     g2.small_scales = w->w2_small_scales;
+    g2.h_ready = c.h_ready;
+    g2.h_ready_cap = h_ready_cap;  // GEMM2 may start under GEMM1's last tiles
     g2.g = gp;
     e = sm90::launch_gemm2(g2, w->num_sms, stream);
     if (e != cudaSuccess) return launch_failed("sm90 gemm2", e);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "sm90/decode_gemm.h"
 #include "sm90/grouped_gemm_kernel.cuh"
@@ -67,14 +68,40 @@ WsTune ws_tune() {
       t.lag = lag;
       t.max_stages = st;
       t.flags = fl & (kWsTuneNoLoad | kWsTuneNoExpand | kWsTuneNoStore | kWsTuneNoSteady |
-                    kWsTuneSkewMask);
+                    kWsTuneSkewMask | kWsTuneNoCountFence | kWsTuneNoCountBarrier);
     }
   }
   return t;
 }
 
+// GEMM2 under GEMM1 (grouped_gemm_ws_kernel.cuh, ws_wait_rows): GEMM1's counters, and for GEMM2
+// the 64-row tiles of h per unit and the cap GEMM1 ran at (0: GEMM1 did not count). `counted`
+// (GEMM1) reports the cap when the counting kernel was launched.
+struct HReady {
+  int32_t* counters = nullptr;
+  int tiles = 0, cap = 0;
+  int* counted = nullptr;
+};
+// Which GEMM2 launches start under GEMM1. By default those on the register weight path: TP8xEP4's
+// GEMM2 on the slot path (K = 384, 6 steps per tile) measured 1-2% slower end to end with it
+// (bench/NOTES.md P round 19). MXMOE_SM90_WS_OVERLAP (same-binary A/Bs): 0 never (GEMM1 does not
+// count), all every warp-specialized GEMM2, check every one but without GEMM1's early trigger
+// (the counters and waits alone; GEMM2 then starts once GEMM1 has exited).
+enum class WsOverlap { kOff, kRegisterPath, kAll, kCheckOnly };
+WsOverlap ws_overlap() {
+  static const WsOverlap mode = [] {
+    const char* v = std::getenv("MXMOE_SM90_WS_OVERLAP");
+    if (v == nullptr) return WsOverlap::kRegisterPath;
+    if (std::strcmp(v, "0") == 0) return WsOverlap::kOff;
+    if (std::strcmp(v, "all") == 0) return WsOverlap::kAll;
+    if (std::strcmp(v, "check") == 0) return WsOverlap::kCheckOnly;
+    return WsOverlap::kRegisterPath;
+  }();
+  return mode;
+}
+
 template <int C, bool kGemm1>
-cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream) {
+cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream, const HReady& hr) {
   const int cap = WsShape<C>::kMaxTileN;
   const WsTune tune = ws_tune();
   const int64_t max_units = a.max_rows / cap + a.num_experts + 1;
@@ -110,10 +137,21 @@ cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream) {
   const int64_t m_groups = (a.M / kTileM + C - 1) / C;
   const int64_t grid = std::min<int64_t>(num_sms, max_units * m_groups);
   if (grid < 1) return cudaSuccess;
+  // GEMM1 counts when given counters; GEMM2 waits on them only when GEMM1 counted at this cap.
+  int32_t* h_ready = nullptr;
+  const WsOverlap mode = ws_overlap();
+  if (kGemm1 ? hr.counters != nullptr
+             : hr.counters != nullptr && hr.cap == cap &&
+                   (mode != WsOverlap::kRegisterPath || !slot_weights)) {
+    h_ready = hr.counters;
+  }
+  const int no_trigger = kGemm1 && mode == WsOverlap::kCheckOnly ? kWsTuneNoTrigger : 0;
   err = pdl::launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(WsShape<C>::kThreads), smem,
                         stream, a, cap, static_cast<int>(stages), static_cast<int>(max_units),
-                        tune.lag | tune.flags);
-  return err != cudaSuccess ? err : cudaGetLastError();
+                        tune.lag | tune.flags | no_trigger, h_ready, hr.tiles);
+  if (err == cudaSuccess) err = cudaGetLastError();
+  if (kGemm1 && err == cudaSuccess && h_ready != nullptr && hr.counted) *hr.counted = cap;
+  return err;
 }
 
 // MXMOE_SM90_WS_CAP=128|160 replaces the heuristic's prefill choice (the one-warpgroup kernel
@@ -128,7 +166,7 @@ int ws_cap_override(int bn) {
 
 template <bool kGemm1>
 cudaError_t dispatch(const KernelArgs& a, const GroupedProblem& g, int num_sms,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, const HReady& hr) {
   const int bn =
       g.tile_n != 0 ? g.tile_n : ws_cap_override(choose_tile_n(choice_rows(g), a.num_experts));
   switch (bn) {
@@ -136,7 +174,7 @@ cudaError_t dispatch(const KernelArgs& a, const GroupedProblem& g, int num_sms,
     case 32: return launch_tiles<32, kGemm1>(a, num_sms, stream);
     case 64: return launch_tiles<64, kGemm1>(a, num_sms, stream);
     case 128: return launch_tiles<128, kGemm1>(a, num_sms, stream);
-    case 160: return launch_ws<3, kGemm1>(a, num_sms, stream);
+    case 160: return launch_ws<3, kGemm1>(a, num_sms, stream, hr);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -149,7 +187,9 @@ bool problem_ok(const GroupedProblem& g, int num_sms) {
 
 }  // namespace
 
-cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream) {
+cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream,
+                         int* h_ready_cap) {
+  if (h_ready_cap) *h_ready_cap = 0;
   if (!problem_ok(p.g, num_sms) || p.I <= 0 || p.I % 32 != 0 || p.K <= 0 || p.K % kStepK != 0 ||
       p.x_stride < p.K || p.x_stride % 8 != 0) {
     return cudaErrorInvalidValue;
@@ -176,7 +216,16 @@ cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream)
   a.num_experts = p.g.num_experts;
   a.max_rows = p.g.max_rows;
   if (cudaError_t e; try_launch_decode_gemm<true>(a, p.g, num_sms, stream, &e)) return e;
-  return dispatch<true>(a, p.g, num_sms, stream);
+  // By default GEMM1 counts only where GEMM2 (K = I) will run on the register path and use the
+  // counts: counting alone costs (TP8xEP4 T=8192 +1% end to end with a slot-path GEMM2).
+  HReady hr;
+  const WsOverlap mode = ws_overlap();
+  if (mode == WsOverlap::kAll || mode == WsOverlap::kCheckOnly ||
+      (mode == WsOverlap::kRegisterPath && p.I / kStepK > kWsSlotWeightsMaxSteps)) {
+    hr.counters = p.h_ready;
+  }
+  hr.counted = h_ready_cap;
+  return dispatch<true>(a, p.g, num_sms, stream, hr);
 }
 
 cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream) {
@@ -211,7 +260,13 @@ cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream)
   a.num_experts = p.g.num_experts;
   a.max_rows = p.g.max_rows;
   if (cudaError_t e; try_launch_decode_gemm<false>(a, p.g, num_sms, stream, &e)) return e;
-  return dispatch<false>(a, p.g, num_sms, stream);
+  HReady hr;
+  if (p.h_ready_cap > 0) {
+    hr.counters = const_cast<int32_t*>(p.h_ready);
+    hr.tiles = 2 * p.I / kTileM;
+    hr.cap = p.h_ready_cap;
+  }
+  return dispatch<false>(a, p.g, num_sms, stream, hr);
 }
 
 }  // namespace mxmoe::sm90

@@ -72,6 +72,12 @@ struct Gemm1Params {
   // Every w_scales byte <= 128 (mxfp4_scales_small): promised by the caller, not checked on the
   // device (a false promise gives wrong results); false is always correct.
   bool small_scales = false;
+  // Optional, device [num_experts], all zero when GEMM1 starts (an earlier kernel of the stream
+  // wrote them): the warp-specialized kernel counts there each expert's finished 64-row tiles of
+  // h (launch_gemm1 reports whether it did), so the GEMM2 launched right after it on the same
+  // stream, for the same GroupedProblem, can start on the experts that are done while GEMM1's
+  // last tiles still run (Gemm2Params::h_ready).
+  int32_t* h_ready = nullptr;
   GroupedProblem g;
 };
 
@@ -93,6 +99,11 @@ struct Gemm2Params {
   float* out = nullptr;               // 16-byte aligned, rows of out_stride (a multiple of 4,
   int64_t out_stride = 0;             // >= H, < 2^31) floats; needed only with out_token
   bool small_scales = false;          // as in Gemm1Params
+  // GEMM1's counters and the value launch_gemm1 reported in *h_ready_cap; 0 (GEMM1 did not
+  // count): GEMM2 waits for all of GEMM1, as without counters. Valid only when this launch
+  // directly follows that GEMM1 on the same stream with the same GroupedProblem.
+  const int32_t* h_ready = nullptr;
+  int h_ready_cap = 0;
   GroupedProblem g;
 };
 
@@ -102,7 +113,10 @@ struct Gemm2Params {
 // out_token is given, with out_stride < H, >= 2^31 or not a multiple of 4), x_stride < K or not a
 // multiple of 8, or a bad tile_n; cudaSuccess with no launch when max_rows or num_experts
 // is 0; otherwise the launch's cudaGetLastError(). Rows outside [0, max_rows) are never touched.
-cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream);
+// h_ready_cap (optional): set to the token-tile cap the counting kernel ran at when GEMM1 counted
+// into p.h_ready, else 0 (other kernels, no counters, or MXMOE_SM90_WS_OVERLAP=0).
+cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream,
+                         int* h_ready_cap = nullptr);
 cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream);
 
 }  // namespace mxmoe::sm90

@@ -97,8 +97,10 @@ struct WsShape {
   // GEMM1 MX amax: [consumer][token][warp] floats; GEMM2: [consumer][token] 16-byte entries.
   static constexpr int kAmaxConsumerBytes = 4 * kMaxTileN * 4;
   static constexpr int kAmaxBytes = C * kAmaxConsumerBytes;
-  // Named barriers: 1..C the consumers' amax exchange, C + 1 + c the skew hand-off c -> c + 1.
+  // Named barriers: 1..C the consumers' amax exchange, C + 1 + c the skew hand-off c -> c + 1,
+  // 2 C + 1 the producer warpgroup's wait for GEMM1's rows (h_ready).
   static constexpr int kSkewBarrier = C + 1;
+  static constexpr int kProducerBarrier = 2 * C + 1;
 };
 // cp.async groups a producer thread keeps in flight before it signals the oldest one full
 // (cp.async.wait_group takes a constant: the kernel carries 2, 4 and 6; `tune` picks one).
@@ -128,6 +130,12 @@ constexpr int kWsTuneNoSteady = 1 << 11;
 // tune bits 12-15: consumer c + 1 starts that many K steps after consumer c, so their epilogues
 // do not coincide (the tensor core then runs one consumer's MMAs during another's epilogue).
 constexpr int kWsTuneSkewShift = 12, kWsTuneSkewMask = 15 << kWsTuneSkewShift;
+// tune bit 17 (exact; MXMOE_SM90_WS_OVERLAP=check): GEMM1 with h_ready does not trigger its
+// dependents early (ws_wait_rows), so GEMM2 starts after it and only the counting is measured.
+constexpr int kWsTuneNoTrigger = 1 << 17;
+// tune bits 18, 19 (diagnostics, timing only: GEMM2 may then read h before it is visible): GEMM1's
+// count of a tile skips the fence (18), and also the consumer's named barrier before it (19).
+constexpr int kWsTuneNoCountFence = 1 << 18, kWsTuneNoCountBarrier = 1 << 19;
 // The default skew: 0. H200, GEMM-only, EP16 T=16384 (us), three consumers, skew 0 / 2: GEMM1
 // 1317 / 1325, GEMM1+MXFP8 1527 / 1585, GEMM2 637 / 658 (bench/NOTES.md P round 10; two
 // consumers had preferred 2, P round 6).
@@ -250,6 +258,27 @@ __device__ __forceinline__ WsTile ws_decode(const KernelArgs& p, const int* sUni
   return T;
 }
 
+// ---- GEMM2 started under GEMM1 (h_ready) ----
+// GEMM1 with h_ready counts, per expert, its consumers' finished 64-row tiles (each after its
+// h stores, a release), and triggers its dependents at its start; GEMM2 launched after it with
+// the same counters skips pdl::wait, so its CTAs take the SMs GEMM1's CTAs leave during GEMM1's
+// last wave. Before a tile's first copy of h, thread 0 of GEMM2's producer waits (acquire) until
+// expert e counts all its units' 2I / 64 tiles (units: the same cut, both kernels at the same
+// cap), and the producer warpgroup passes a named barrier. Everything else GEMM2 reads was
+// written before GEMM1's pdl::wait returned, which precedes GEMM2's launch. No deadlock: GEMM2
+// is launched only once every GEMM1 CTA has triggered, i.e. is resident or done.
+template <int C>
+__device__ __forceinline__ void ws_wait_rows(const KernelArgs& p, int cap, const int* h_ready,
+                                             int h_tiles, int e) {
+  if (threadIdx.x == 0) {
+    int begin, rows, units, sz;
+    ws_units_of(p, e, cap, &begin, &rows, &units, &sz);
+    const int need = units * h_tiles;
+    while (ptx::ld_acquire_gpu(h_ready + e) < need) __nanosleep(128);
+  }
+  ptx::named_barrier(WsShape<C>::kProducerBarrier, kWarpgroup);
+}
+
 // ---- producer warpgroup: activation slots ----
 // Thread (r0 = tid / 8, chunk = tid % 8) copies 16 bytes of rows r0 + 16 i, i < 10, of each
 // step. Its shared-memory column is the same for every i ((r0 + 16 i) & 7 == r0 & 7), so
@@ -272,7 +301,7 @@ template <int C, int kLag, bool kSlotW>
 __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int stages, bool load,
                                             const int* sUnits, int total, int m_groups, int KT,
                                             uint32_t slots, uint32_t wslots, uint32_t full,
-                                            uint32_t empty) {
+                                            uint32_t empty, const int* h_ready, int h_tiles) {
   using S = WsShape<C>;
   constexpr int kRowsPerThread = S::kMaxTileN / 16;
   constexpr int kWStep = S::kWFragBytes / 16, kSStep16 = S::kWScaleBytes / 16;  // 16-byte units
@@ -292,6 +321,7 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
   int slot = 0, phase = 0, lag_slot = 0, pending = 0;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
     const WsTile T = ws_decode(p, sUnits, cap, m_groups, tile);
+    if (h_ready != nullptr) ws_wait_rows<C>(p, cap, h_ready, h_tiles, T.e);
     // Rows r0 + 16 i with i < nv are this thread's valid ones (act_stride % 8 == 0).
     const int nv = T.nrows > r0 ? (T.nrows - r0 + 15) / 16 : 0;
     uint32_t off[kRowsPerThread];  // 16-byte units from act4 + chunk
@@ -704,6 +734,18 @@ struct WsConsumerCtx {
   bool steady = true;  // steady steps allowed (not with the no-conversion diagnostic)
   uint32_t wfrag = 0, wscale = 0;  // kSlotW: this thread's fragment and scale word in stage 0
   int skew_at = -1;  // consumer c < C - 1: the first tile's step after which c + 1 starts
+  int* h_ready = nullptr;  // GEMM1: per-expert counters of finished 64-row tiles (ws_wait_rows)
+  int count_tune = 0;  // kWsTuneNoCountFence / kWsTuneNoCountBarrier (diagnostics)
+  // GEMM1, after a tile's h stores: this consumer's 128 threads have issued them (named barrier),
+  // then one thread releases them to GPU scope and counts the tile for expert e.
+  __device__ __forceinline__ void count_rows(int e) {
+    if (h_ready == nullptr) return;
+    if ((count_tune & kWsTuneNoCountBarrier) == 0) ptx::named_barrier(1 + cw, kWarpgroup);
+    if (warp == 0 && lane == 0) {
+      if ((count_tune & kWsTuneNoCountFence) == 0) __threadfence();
+      atomicAdd(h_ready + e, 1);
+    }
+  }
   __device__ __forceinline__ WsConsumerCtx(const KernelArgs& args) : p(args) {}
   __device__ __forceinline__ void skew_arrive(int kb) {
     if (kb == skew_at) {
@@ -723,10 +765,13 @@ template <int C, bool kGemm1, bool kOut, bool kSlotW>
 __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int stages,
                                             const int* sUnits, int total, int m_groups, int KT,
                                             uint32_t slots, uint32_t wslots, uint32_t full,
-                                            uint32_t empty, uint32_t sAmaxAll, int tune) {
+                                            uint32_t empty, uint32_t sAmaxAll, int tune,
+                                            int* h_ready) {
   WsConsumerCtx<C> c(p);
+  if constexpr (kGemm1) c.h_ready = h_ready;
   c.expand = (tune & kWsTuneNoExpand) == 0;
   c.store = (tune & kWsTuneNoStore) == 0;
+  c.count_tune = tune & (kWsTuneNoCountFence | kWsTuneNoCountBarrier);
   c.steady = c.expand && (tune & kWsTuneNoSteady) == 0;
   c.cw = threadIdx.x / kWarpgroup - 1;  // 0 .. C - 1
   const int tid = threadIdx.x & (kWarpgroup - 1);
@@ -792,6 +837,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
       if constexpr (kSlotW) {
         if (C * T.mg + c.cw < m_tiles) {
           WsTileRunner<C, N, kGemm1, kOut, true>::run(c, T);
+          if constexpr (kGemm1) c.count_rows(T.e);
         } else {
           idle_tile();
         }
@@ -823,6 +869,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
         }
       }
       WsTileRunner<C, N, kGemm1, kOut, false>::run(c, T);
+      if constexpr (kGemm1) c.count_rows(T.e);
       prefetched = c.nact;
       c.par = (c.par + KT) & 1;
     }
@@ -841,7 +888,8 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
 
 template <int C, bool kGemm1, bool kOut, bool kSlotW>
 __global__ void __launch_bounds__(WsShape<C>::kThreads, 1)
-    grouped_gemm_ws_kernel(const KernelArgs p, int cap, int stages, int max_units, int tune) {
+    grouped_gemm_ws_kernel(const KernelArgs p, int cap, int stages, int max_units, int tune,
+                           int* h_ready, int h_tiles) {
   using S = WsShape<C>;
   constexpr int kWStage = kSlotW ? S::kWStageBytes : 0;
   extern __shared__ uint8_t smem_raw[];
@@ -861,7 +909,10 @@ __global__ void __launch_bounds__(WsShape<C>::kThreads, 1)
     }
     ptx::mbar_init_fence();
   }
-  pdl::wait();  // expert_offsets, act_row and the activations come from earlier kernels
+  // expert_offsets, act_row and the activations come from earlier kernels; GEMM2 with h_ready
+  // waits per expert instead (ws_wait_rows), GEMM1 with it lets GEMM2 launch now.
+  if (kGemm1 || h_ready == nullptr) pdl::wait();
+  if (kGemm1 && h_ready != nullptr && (tune & kWsTuneNoTrigger) == 0) pdl::launch_dependents();
   const int total_units = ws_build_units<C>(p, cap, max_units, sScan, sUnits);  // syncs the CTA
   const int m_groups = (p.M / kTileM + C - 1) / C;
   const int total = total_units * m_groups;
@@ -872,21 +923,22 @@ __global__ void __launch_bounds__(WsShape<C>::kThreads, 1)
     switch (tune & 15) {
       case 4:
         ws_producer<C, 4, kSlotW>(p, cap, stages, load, sUnits, total, m_groups, KT, slots,
-                                   wslots, full, empty);
+                                   wslots, full, empty, kGemm1 ? nullptr : h_ready, h_tiles);
         break;
       case 6:
         ws_producer<C, 6, kSlotW>(p, cap, stages, load, sUnits, total, m_groups, KT, slots,
-                                   wslots, full, empty);
+                                   wslots, full, empty, kGemm1 ? nullptr : h_ready, h_tiles);
         break;
       default:
         ws_producer<C, 2, kSlotW>(p, cap, stages, load, sUnits, total, m_groups, KT, slots,
-                                   wslots, full, empty);
+                                   wslots, full, empty, kGemm1 ? nullptr : h_ready, h_tiles);
         break;
     }
   } else {
     ptx::setmaxnreg_inc<S::kConsumerRegs>();
     ws_consumer<C, kGemm1, kOut, kSlotW>(p, cap, stages, sUnits, total, m_groups, KT, slots,
-                                         wslots, full, empty, ptx::smem_addr(sAmax), tune);
+                                         wslots, full, empty, ptx::smem_addr(sAmax), tune,
+                                         h_ready);
   }
 }
 

@@ -308,6 +308,13 @@ __device__ __forceinline__ void stg_b16_if(void* p, uint16_t bits, bool pred) {
                "h"(bits), "r"(static_cast<uint32_t>(pred))
                : "memory");
 }
+// A 32-bit load with acquire semantics at GPU scope: what the writer stored before its release
+// (a fence and an atomic) is visible to this thread's later loads.
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 // Arrives on named barrier `id` without waiting (the waiting side uses bar.sync, same count).
 __device__ __forceinline__ void named_barrier_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");

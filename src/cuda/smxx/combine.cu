@@ -73,13 +73,15 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 __global__ void fill_params_kernel(const float* per_a, float a, const float* per_b, float b,
-                                   int start, int count, float* dst_a, float* dst_b) {
+                                   int start, int count, float* dst_a, float* dst_b,
+                                   int32_t* zero) {
   pdl::wait();
   pdl::launch_dependents();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < count) {
     dst_a[i] = per_a ? per_a[start + i] : a;
     dst_b[i] = per_b ? per_b[start + i] : b;
+    if (zero) zero[i] = 0;
   }
 }
 
@@ -103,11 +105,11 @@ cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T
 
 cudaError_t launch_fill_params(const float* per_expert_a, float scalar_a, const float* per_expert_b,
                                float scalar_b, int start, int count, float* dst_a, float* dst_b,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, int32_t* zero) {
   if (count <= 0) return cudaSuccess;
   return pdl::launch_pdl(fill_params_kernel, dim3((count + 255) / 256), dim3(256), 0, stream,
                          per_expert_a, scalar_a, per_expert_b, scalar_b, start, count, dst_a,
-                         dst_b);
+                         dst_b, zero);
 }
 
 }  // namespace mxmoe::smxx

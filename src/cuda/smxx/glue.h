@@ -75,10 +75,11 @@ cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T
                            float* out, int64_t out_stride, bool skip_single, cudaStream_t stream);
 
 // Local SiTU parameters, both arrays in one launch, i < count:
-// dst_a[i] = per_expert_a ? per_expert_a[start + i] : scalar_a, and the same for b.
+// dst_a[i] = per_expert_a ? per_expert_a[start + i] : scalar_a, and the same for b; and
+// zero[i] = 0 when zero is given (the GEMMs' per-expert counters, Gemm1Params::h_ready).
 cudaError_t launch_fill_params(const float* per_expert_a, float scalar_a, const float* per_expert_b,
                                float scalar_b, int start, int count, float* dst_a, float* dst_b,
-                               cudaStream_t stream);
+                               cudaStream_t stream, int32_t* zero = nullptr);
 
 // ---- prologue.cu: quantize + [route] + group + fill_params in one launch (decode sizes) ----
 constexpr int kPrologueMaxPairs = 4096;
@@ -130,6 +131,7 @@ struct PrologueArgs {
   float linear_beta = 0.0f;
   float* beta_out = nullptr;
   float* linear_beta_out = nullptr;
+  int32_t* h_ready = nullptr;  // optional [expert_count]: zeroed (as launch_fill_params' zero)
   // set by launch_prologue from the shape
   int chunks = 0, route_warps = 0;
 };

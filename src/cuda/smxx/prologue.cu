@@ -61,6 +61,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
     a.beta_out[i] = a.per_expert_beta ? a.per_expert_beta[a.expert_start + i] : a.beta;
     a.linear_beta_out[i] =
         a.per_expert_linear_beta ? a.per_expert_linear_beta[a.expert_start + i] : a.linear_beta;
+    if (a.h_ready) a.h_ready[i] = 0;
   }
 
   // ---- routing ----
