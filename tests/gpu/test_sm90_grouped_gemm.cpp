@@ -385,20 +385,19 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
     g2.g = g1.g;
 
     // One chain on stream s: poison h and y, [zero the counters], GEMM1, GEMM2.
-    int cap = -1;
+    CountedGemm1 counted;
     auto chain = [&](cudaStream_t s, bool counters) {
       cudaError_t e = cudaMemsetAsync(d_h.p, 0xFF, d_h.n * 2, s);
       if (e == cudaSuccess) e = cudaMemsetAsync(d_y.p, 0xFF, d_y.n * 4, s);
       if (e == cudaSuccess && counters) e = cudaMemsetAsync(d_ready.p, 0, E * 4, s);
       g1.h_ready = counters ? d_ready.p : nullptr;
-      if (e == cudaSuccess) e = launch_gemm1(g1, num_sms(), s, &cap);
-      g2.h_ready = g1.h_ready;
-      g2.h_ready_cap = cap;
+      if (e == cudaSuccess) e = launch_gemm1(g1, num_sms(), s, &counted);
+      g2.after_gemm1 = counted;
       return e == cudaSuccess ? launch_gemm2(g2, num_sms(), s) : e;
     };
     std::vector<float> y_ref, y;
     CUDA_OK(chain(nullptr, false));
-    EXPECT_EQ(cap, 0) << "no counters given, none counted";
+    EXPECT_EQ(counted.cap, 0) << "no counters given, none counted";
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(d_y.down(&y_ref));
     size_t written = 0;
@@ -410,7 +409,10 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
     const char* mode = std::getenv("MXMOE_SM90_WS_OVERLAP");
     const bool all = mode && (strcmp(mode, "all") == 0 || strcmp(mode, "check") == 0);
     const bool counts = (mode == nullptr || strcmp(mode, "0") != 0) && (all || I / 64 > 8);
-    EXPECT_EQ(cap, counts ? 160 : 0) << "GEMM1 on the warp-specialized kernel counts at its cap";
+    EXPECT_EQ(counted.cap, counts ? 160 : 0) << "GEMM1 on the warp-specialized kernel counts at its cap";
+    if (counts) {
+      EXPECT_EQ(counted.h_ready, d_ready.p);
+    }
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(d_y.down(&y));
     EXPECT_EQ(0, memcmp(y.data(), y_ref.data(), y.size() * 4)) << "I=" << I << " eager";
@@ -431,7 +433,7 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
 
     g1.g.tile_n = g2.g.tile_n = 128;  // the one-warpgroup kernel: nothing counted
     CUDA_OK(chain(nullptr, true));
-    EXPECT_EQ(cap, 0) << "the one-warpgroup kernel does not count";
+    EXPECT_EQ(counted.cap, 0) << "the one-warpgroup kernel does not count";
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(d_y.down(&y));
     EXPECT_EQ(0, memcmp(y.data(), y_ref.data(), y.size() * 4)) << "I=" << I << " tile_n 128";

@@ -298,8 +298,8 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     g1.h = c.h;
     g1.h_ready = c.h_ready;  // zeroed by the glue above
     g1.g = gp;
-    int h_ready_cap = 0;
-    e = sm90::launch_gemm1(g1, w->num_sms, stream, &h_ready_cap);
+    sm90::CountedGemm1 counted;
+    e = sm90::launch_gemm1(g1, w->num_sms, stream, &counted);
     if (e != cudaSuccess) return launch_failed("sm90 gemm1", e);
 
     sm90::Gemm2Params g2;
@@ -315,8 +315,7 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     g2.out = p.out;
     g2.out_stride = out_stride;
     g2.small_scales = w->w2_small_scales;
-    g2.h_ready = c.h_ready;
-    g2.h_ready_cap = h_ready_cap;  // GEMM2 may start under GEMM1's last tiles
+    g2.after_gemm1 = counted;  // GEMM2 may start under GEMM1's last tiles
     g2.g = gp;
     e = sm90::launch_gemm2(g2, w->num_sms, stream);
     if (e != cudaSuccess) return launch_failed("sm90 gemm2", e);

@@ -75,8 +75,8 @@ WsTune ws_tune() {
 }
 
 // GEMM2 under GEMM1 (grouped_gemm_ws_kernel.cuh, ws_wait_rows): GEMM1's counters, and for GEMM2
-// the 64-row tiles of h per unit and the cap GEMM1 ran at (0: GEMM1 did not count). `counted`
-// (GEMM1) reports the cap when the counting kernel was launched.
+// the 64-row tiles of h per unit and the cap GEMM1 counted at. `counted` (GEMM1) receives the cap
+// when the counting kernel was launched.
 struct HReady {
   int32_t* counters = nullptr;
   int tiles = 0, cap = 0;
@@ -188,8 +188,8 @@ bool problem_ok(const GroupedProblem& g, int num_sms) {
 }  // namespace
 
 cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream,
-                         int* h_ready_cap) {
-  if (h_ready_cap) *h_ready_cap = 0;
+                         CountedGemm1* counted) {
+  if (counted) *counted = CountedGemm1{};
   if (!problem_ok(p.g, num_sms) || p.I <= 0 || p.I % 32 != 0 || p.K <= 0 || p.K % kStepK != 0 ||
       p.x_stride < p.K || p.x_stride % 8 != 0) {
     return cudaErrorInvalidValue;
@@ -224,8 +224,13 @@ cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream,
       (mode == WsOverlap::kRegisterPath && p.I / kStepK > kWsSlotWeightsMaxSteps)) {
     hr.counters = p.h_ready;
   }
-  hr.counted = h_ready_cap;
-  return dispatch<true>(a, p.g, num_sms, stream, hr);
+  int cap = 0;
+  hr.counted = &cap;
+  const cudaError_t err = dispatch<true>(a, p.g, num_sms, stream, hr);
+  if (counted && cap > 0) {
+    *counted = CountedGemm1{cap, p.h_ready, p.g.expert_offsets, p.g.num_experts, p.I};
+  }
+  return err;
 }
 
 cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream) {
@@ -260,11 +265,14 @@ cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream)
   a.num_experts = p.g.num_experts;
   a.max_rows = p.g.max_rows;
   if (cudaError_t e; try_launch_decode_gemm<false>(a, p.g, num_sms, stream, &e)) return e;
+  // GEMM1's counts describe this problem only with the same experts, offsets and I (h's width).
+  const CountedGemm1& c1 = p.after_gemm1;
   HReady hr;
-  if (p.h_ready_cap > 0) {
-    hr.counters = const_cast<int32_t*>(p.h_ready);
+  if (c1.cap > 0 && c1.h_ready != nullptr && c1.expert_offsets == p.g.expert_offsets &&
+      c1.num_experts == p.g.num_experts && c1.I == p.I) {
+    hr.counters = const_cast<int32_t*>(c1.h_ready);
     hr.tiles = 2 * p.I / kTileM;
-    hr.cap = p.h_ready_cap;
+    hr.cap = c1.cap;
   }
   return dispatch<false>(a, p.g, num_sms, stream, hr);
 }

@@ -58,6 +58,15 @@ enum GemmKernel : int { kGemmAuto = 0, kGemmTiled = 1, kGemmDecode = 2 };
 // x_p = x + x_row[p] * x_stride (BF16, already MX-quantized for W4A8: MXFP8 values are exact in
 // BF16) and Q rounds to BF16, or with mxfp8_out quantizes each 32-block of the row to MXFP8 (MX
 // scale rule, RNE) and stores the exact values as BF16.
+// What a GEMM1 launch counted into Gemm1Params::h_ready (cap 0: nothing), for the GEMM2 after it
+// (Gemm2Params::after_gemm1), which checks that it describes its own problem.
+struct CountedGemm1 {
+  int cap = 0;  // the warp-specialized kernel's token-tile cap, 0 when GEMM1 did not count
+  const int32_t* h_ready = nullptr;
+  const int32_t* expert_offsets = nullptr;
+  int num_experts = 0, I = 0;
+};
+
 struct Gemm1Params {
   const uint8_t* w_packed = nullptr;  // num_experts prepacked w13 [2I, K]
   const uint8_t* w_scales = nullptr;
@@ -99,11 +108,11 @@ struct Gemm2Params {
   float* out = nullptr;               // 16-byte aligned, rows of out_stride (a multiple of 4,
   int64_t out_stride = 0;             // >= H, < 2^31) floats; needed only with out_token
   bool small_scales = false;          // as in Gemm1Params
-  // GEMM1's counters and the value launch_gemm1 reported in *h_ready_cap; 0 (GEMM1 did not
-  // count): GEMM2 waits for all of GEMM1, as without counters. Valid only when this launch
-  // directly follows that GEMM1 on the same stream with the same GroupedProblem.
-  const int32_t* h_ready = nullptr;
-  int h_ready_cap = 0;
+  // What launch_gemm1 reported for the GEMM1 this launch directly follows on the same stream
+  // (CountedGemm1): GEMM2 waits per expert on its counters only when they were counted (cap > 0)
+  // for this problem (the same experts, expert_offsets and I) at the cap GEMM2 runs at, and
+  // otherwise for all of GEMM1, as without counters.
+  CountedGemm1 after_gemm1;
   GroupedProblem g;
 };
 
@@ -113,10 +122,10 @@ struct Gemm2Params {
 // out_token is given, with out_stride < H, >= 2^31 or not a multiple of 4), x_stride < K or not a
 // multiple of 8, or a bad tile_n; cudaSuccess with no launch when max_rows or num_experts
 // is 0; otherwise the launch's cudaGetLastError(). Rows outside [0, max_rows) are never touched.
-// h_ready_cap (optional): set to the token-tile cap the counting kernel ran at when GEMM1 counted
-// into p.h_ready, else 0 (other kernels, no counters, or MXMOE_SM90_WS_OVERLAP=0).
+// counted (optional): what GEMM1 counted into p.h_ready; cap 0 when it did not (other kernels, no
+// counters, a GEMM2 that would not use them, or MXMOE_SM90_WS_OVERLAP=0).
 cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream,
-                         int* h_ready_cap = nullptr);
+                         CountedGemm1* counted = nullptr);
 cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream);
 
 }  // namespace mxmoe::sm90
