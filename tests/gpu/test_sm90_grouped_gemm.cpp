@@ -405,10 +405,12 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
     EXPECT_EQ(written, static_cast<size_t>(pairs) * H) << "the plain chain left rows unwritten";
 
     CUDA_OK(chain(nullptr, true));
-    // By default only a GEMM1 whose GEMM2 takes the register path (K = I > 8 steps) counts.
+    // By default only a GEMM1 whose GEMM2 takes the register path (K = I past
+    // kWsSlotWeightsMaxSteps steps) counts.
     const char* mode = std::getenv("MXMOE_SM90_WS_OVERLAP");
     const bool all = mode && (strcmp(mode, "all") == 0 || strcmp(mode, "check") == 0);
-    const bool counts = (mode == nullptr || strcmp(mode, "0") != 0) && (all || I / 64 > 8);
+    const bool counts =
+        (mode == nullptr || strcmp(mode, "0") != 0) && (all || I / 64 > kWsSlotWeightsMaxSteps);
     EXPECT_EQ(counted.cap, counts ? 160 : 0) << "GEMM1 on the warp-specialized kernel counts at its cap";
     if (counts) {
       EXPECT_EQ(counted.h_ready, d_ready.p);

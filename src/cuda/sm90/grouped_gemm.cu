@@ -137,15 +137,11 @@ cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream, con
   const int64_t m_groups = (a.M / kTileM + C - 1) / C;
   const int64_t grid = std::min<int64_t>(num_sms, max_units * m_groups);
   if (grid < 1) return cudaSuccess;
-  // GEMM1 counts when given counters; GEMM2 waits on them only when GEMM1 counted at this cap.
+  // GEMM1 counts when given counters (launch_gemm1 decides for which GEMM2); GEMM2 waits on them
+  // only when GEMM1 counted at this cap.
   int32_t* h_ready = nullptr;
-  const WsOverlap mode = ws_overlap();
-  if (kGemm1 ? hr.counters != nullptr
-             : hr.counters != nullptr && hr.cap == cap &&
-                   (mode != WsOverlap::kRegisterPath || !slot_weights)) {
-    h_ready = hr.counters;
-  }
-  const int no_trigger = kGemm1 && mode == WsOverlap::kCheckOnly ? kWsTuneNoTrigger : 0;
+  if (hr.counters != nullptr && (kGemm1 || hr.cap == cap)) h_ready = hr.counters;
+  const int no_trigger = kGemm1 && ws_overlap() == WsOverlap::kCheckOnly ? kWsTuneNoTrigger : 0;
   err = pdl::launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(WsShape<C>::kThreads), smem,
                         stream, a, cap, static_cast<int>(stages), static_cast<int>(max_units),
                         tune.lag | tune.flags | no_trigger, h_ready, hr.tiles);
@@ -216,8 +212,10 @@ cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream,
   a.num_experts = p.g.num_experts;
   a.max_rows = p.g.max_rows;
   if (cudaError_t e; try_launch_decode_gemm<true>(a, p.g, num_sms, stream, &e)) return e;
-  // By default GEMM1 counts only where GEMM2 (K = I) will run on the register path and use the
-  // counts: counting alone costs (TP8xEP4 T=8192 +1% end to end with a slot-path GEMM2).
+  // By default GEMM1 counts only where GEMM2 (K = I) will run on the register path, the one place
+  // that decides which GEMM2 starts under GEMM1: counting alone costs (TP8xEP4 T=8192 +1% end to
+  // end with a slot-path GEMM2), and a GEMM2 with K > kWsSlotWeightsMaxSteps steps never takes
+  // the slots.
   HReady hr;
   const WsOverlap mode = ws_overlap();
   if (mode == WsOverlap::kAll || mode == WsOverlap::kCheckOnly ||

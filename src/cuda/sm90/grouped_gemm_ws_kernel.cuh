@@ -114,12 +114,8 @@ constexpr int kWsMinStages = kWsLag + 2;
 // consumers' samples, P round 12; the shared-memory alternatives measured there lost more).
 constexpr int kWsL2Ahead = 6;
 // kSlotW: the weights through the producer's slots instead (ws_producer copies them with the
-// activation rows, a consumer reads its fragment back with LDS). For GEMM2 with at most this
-// many K steps per tile, where the register path pays for every tile's first fetches: H200,
-// GEMM-only, TP8xEP4 GEMM2 (K = 384, 6 steps) T=4096 / 8192 / 16384 230 / 316 / 598 ->
-// 200 / 281 / 522 us. At long K it lost (EP16 GEMM2, 48 steps, T=4096 251 -> 262; GEMM1, 112
-// steps, T=4096 481 -> 510), so the register path stays there (bench/NOTES.md P round 17).
-constexpr int kWsSlotWeightsMaxSteps = 8;
+// activation rows, a consumer reads its fragment back with LDS): GEMM2 with at most
+// kWsSlotWeightsMaxSteps K steps (tile_heuristic.h).
 // tune: bits 0-3 the producer lag (2, 4, 6; slots >= lag + 2), and three diagnostics that make
 // the results wrong on purpose, for timing only: bit 8 the producer copies nothing, bit 9 the
 // consumers skip the weight conversion, bit 10 they skip the epilogue's stores.

@@ -43,6 +43,15 @@ static_assert(ws_unit_rows(293, 160) == 147 && ws_unit_count(293, 147) == 2 &&
                   ws_width(32) == 32,
               "unit cuts and widths (grouped_gemm_ws_kernel.cuh's header: 293 rows)");
 
+// The warp-specialized kernel's GEMM2 with at most this many 64-K steps per tile takes its weights
+// through the producer's slots (kSlotW), where the register path pays for every tile's first
+// fetches: H200, GEMM-only, TP8xEP4 GEMM2 (K = 384, 6 steps) T=4096 / 8192 / 16384 230 / 316 /
+// 598 -> 200 / 281 / 522 us. At long K it lost (EP16 GEMM2, 48 steps, T=4096 251 -> 262; GEMM1,
+// 112 steps, T=4096 481 -> 510), so the register path stays there (bench/NOTES.md P round 17).
+// Host-visible: the launcher (and the tests) also decide from it whether GEMM1 counts for a
+// GEMM2 started under it (grouped_gemm.cu).
+constexpr int kWsSlotWeightsMaxSteps = 8;
+
 // 16..128: the one-warpgroup kernel, tiles of that width. 160: the warp-specialized kernel
 // (three consumer warpgroups), which cuts each expert into nearly equal token tiles of <= 160
 // rows and picks the wgmma width per tile (ws_width above) on the device. Measured on the H200
