@@ -63,10 +63,11 @@ fi
 
 bench="--layouts ${AB_LAYOUTS:-ep16,tp8ep4} --tokens ${AB_TOKENS:-4096,8192,16384}"
 bench+=" --backends w4a16,w4a8 --routing uniform --router ids --no-baselines --budget 0.1"
+tag_of() { echo "$(echo "$1" | tr -c 'A-Za-z0-9_\n' '_')_$2"; }  # $1 variant, $2 pass: log name
 run_variant() {  # $1 variant, $2 pass
   local n=${1%%@*} envs="" tag
   [[ "$1" == *@* ]] && envs=${1#*@}
-  tag="$(echo "$1" | tr -c 'A-Za-z0-9_\n' '_')_$2"
+  tag=$(tag_of "$1" "$2")
   local b
   b=$(bin_of "$n")
   if [ "${AB_GEMM:-1}" != 0 ]; then
@@ -84,7 +85,7 @@ done
 for pass in 1 2; do
   [ "${AB_GEMM:-1}" != 0 ] || break
   for v in "$@"; do
-    tag="$(echo "$v" | tr -c 'A-Za-z0-9_\n' '_')_$pass"
+    tag=$(tag_of "$v" "$pass")
     echo "---- GEMM-only [$v] pass $pass: tile_n layout T gemm1 gemm1+mx gemm2 (us)"
     gemm_only_rows "$LOG/ws_$tag.txt"
   done
@@ -92,7 +93,7 @@ done
 echo "---- end to end (us), layout/T/backend median"
 for pass in 1 2; do
   for v in "$@"; do
-    tag="$(echo "$v" | tr -c 'A-Za-z0-9_\n' '_')_$pass"
+    tag=$(tag_of "$v" "$pass")
     echo "[$v] $(e2e_row "$LOG/e2e_$tag.txt")"
   done
 done
