@@ -126,6 +126,9 @@ cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream, con
   const size_t smem =
       ws_fixed_smem_bytes<C>(max_units) + stages * ws_stage_smem_bytes<C>(cap, slot_weights);
   auto* kernel = grouped_gemm_ws_kernel<C, kGemm1, false, false>;
+  if constexpr (kGemm1) {
+    if (!a.mxfp8_out) kernel = grouped_gemm_ws_kernel<C, true, true, false>;  // BF16 h only
+  }
   if constexpr (!kGemm1) {
     const bool out = a.out_token != nullptr;
     kernel = slot_weights ? (out ? grouped_gemm_ws_kernel<C, false, true, true>

@@ -393,7 +393,11 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
 // One tile of wgmma width N (a multiple of 32): its own N / 2 accumulators, so every width
 // gets an exact register allocation (one shared 128-register array made ptxas serialize the
 // wgmmas), then the epilogue.
-// kOut (GEMM2 only): the launch has an out_token table (smxx/gemm2_store.cuh). Without it the
+// kOut, GEMM1: the BF16-h kernel (mxfp8_out == 0 promised by the launcher), compiled without the
+// MXFP8 epilogue; the kernel without kOut serves both forms (P round 16: a split whose MXFP8
+// kernel lost its clean step loop was a wash; this keeps that kernel as it was and gives BF16 h,
+// the w4a16 path, the kernel of its own that measured -0.6..-1% end to end).
+// kOut, GEMM2: the launch has an out_token table (smxx/gemm2_store.cuh). Without it the
 // kernel is compiled exactly as before the table existed: the out-capable epilogue's code
 // changed the plain one's schedule, ~2% on TP8xEP4's GEMM2 (bench/NOTES.md G round 5).
 // kSlotW: the weights come through the slots (kWsSlotWeightsMaxSteps), else through registers.
@@ -565,7 +569,7 @@ struct WsTileRunner {
         v[2 * j] = smxx::situ_glu_dev(d[4 * j], d[4 * j + 2], sc);
         v[2 * j + 1] = smxx::situ_glu_dev(d[4 * j + 1], d[4 * j + 3], sc);
       }
-      if (p.mxfp8_out) {
+      if (!kOut && p.mxfp8_out) {
         // The tile's 32 intermediates of a token are one MX block: 8 lanes (g) of each of this
         // consumer's 4 warps hold one each. (1) The max over g as a reduce-scatter: three
         // butterfly steps halve the list each time, so lane g ends with the maxima of its
