@@ -396,7 +396,8 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
 // kOut, GEMM1: the BF16-h kernel (mxfp8_out == 0 promised by the launcher), compiled without the
 // MXFP8 epilogue; the kernel without kOut serves both forms (P round 16: a split whose MXFP8
 // kernel lost its clean step loop was a wash; this keeps that kernel as it was and gives BF16 h,
-// the w4a16 path, the kernel of its own that measured -0.6..-1% end to end).
+// the w4a16 path, a kernel of its own: w4a16 end to end -0.3..-0.7% in two H200 calls, P round
+// 20).
 // kOut, GEMM2: the launch has an out_token table (smxx/gemm2_store.cuh). Without it the
 // kernel is compiled exactly as before the table existed: the out-capable epilogue's code
 // changed the plain one's schedule, ~2% on TP8xEP4's GEMM2 (bench/NOTES.md G round 5).
