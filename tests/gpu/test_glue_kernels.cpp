@@ -875,5 +875,97 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
   cudaStreamDestroy(s);
 }
 
+// The glue at prefill sizes, each kernel alone and the w4a16 chain (group -> fill_params ->
+// combine), as run_moe launches them outside the fused prologue; graph replays after an L2
+// flush (time_graph_us). Routing as `mxmoe bench`'s uniform layouts: each token L distinct
+// local ids among El and 16 - L foreign ones, in shuffled slots: EP16 El = 56, L = 1 (every
+// token owns one local pair: the grouping marks out rows and the combine skips them, as
+// run_moe's direct stores do), TP8xEP4 El = 224, L = 4 (every token summed by the combine).
+// "quantize" is the W4A8 path's BF16 -> MXFP8 copy of x (the W4A16 path reads x in place).
+TEST(GpuGlueBench, DISABLED_PrefillGlue) {
+  MXMOE_REQUIRE_SM90();
+  const int H = 3584, k = 16, Et = 896;
+  const size_t flush_bytes = 256u << 20;
+  DevBuf<uint8_t> flush(flush_bytes);
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (auto [El, L] : {std::pair{56, 1}, {224, 4}})
+    for (int T : {4096, 16384}) {
+      const int P = T * k;
+      Rng r(T * 3 + El);
+      std::vector<int32_t> ids(P);
+      std::vector<float> w(P);
+      for (int t = 0; t < T; ++t) {
+        int32_t* row = &ids[static_cast<size_t>(t) * k];
+        int n = 0;
+        while (n < k) {
+          const int e = n < L ? r.below(El) : El + r.below(Et - El);
+          if (std::find(row, row + n, e) == row + n) row[n++] = e;
+        }
+        for (int j = k - 1; j > 0; --j) std::swap(row[j], row[r.below(j + 1)]);
+      }
+      for (auto& v : w) v = static_cast<float>(0.1 + r.uniform());
+      std::vector<uint16_t> xb(static_cast<size_t>(T) * H);
+      for (auto& v : xb) v = float_to_bf16(static_cast<float>(r.uniform() - 0.5));
+      const bool direct = L == 1;
+      DevBuf<uint16_t> dx, xq(static_cast<size_t>(T) * H);
+      DevBuf<float> dw, roww(P), beta(El), lbeta(El), y(static_cast<size_t>(T) * L * H),
+          out(static_cast<size_t>(T) * H);
+      DevBuf<int32_t> dids, off(El + 1), xrow(P), pos(P), otok(P), has(El), ready(El + 1),
+          scratch(smxx::group_scratch_ints(P, El));
+      dx.upload(xb);
+      dids.upload(ids);
+      dw.upload(w);
+      CUDA_OK(cudaMemset(y.get(), 0, y.size() * 4));
+      smxx::GroupArgs g;
+      g.ids = dids.get();
+      g.weights = dw.get();
+      g.T = T;
+      g.k = k;
+      g.expert_count = El;
+      g.scratch = scratch.get();
+      g.expert_offsets = off.get();
+      g.x_row = xrow.get();
+      g.row_weight = roww.get();
+      g.pair_pos = pos.get();
+      g.out_token = direct ? otok.get() : nullptr;
+      g.expert_has_out = direct ? has.get() : nullptr;
+      auto group = [&](cudaStream_t st) {
+        const char* failed = nullptr;
+        smxx::launch_group(g, st, &failed);
+      };
+      auto fill = [&](cudaStream_t st) {
+        smxx::launch_fill_params(nullptr, 4.0f, nullptr, 25.0f, 0, El, beta.get(), lbeta.get(),
+                                 st, ready.get());
+      };
+      auto combine = [&](cudaStream_t st) {
+        smxx::launch_combine(y.get(), H, pos.get(), T, k, out.get(), H, direct, st);
+      };
+      auto quantize = [&](cudaStream_t st) {
+        smxx::launch_quantize_input(dx.get(), false, H, T, H, true,
+                                    reinterpret_cast<__nv_bfloat16*>(xq.get()), st);
+      };
+      group(s);  // pair_pos for the combine's timing alone
+      CUDA_OK(cudaStreamSynchronize(s));
+      const float tg = time_graph_us(group, s, flush.get(), flush_bytes);
+      const float tp = time_graph_us(fill, s, flush.get(), flush_bytes);
+      const float tc = time_graph_us(combine, s, flush.get(), flush_bytes);
+      const float tq = time_graph_us(quantize, s, flush.get(), flush_bytes);
+      const float tall = time_graph_us(
+          [&](cudaStream_t st) {
+            group(st);
+            fill(st);
+            combine(st);
+          },
+          s, flush.get(), flush_bytes);
+      CUDA_OK(cudaStreamSynchronize(s));
+      CUDA_OK(cudaGetLastError());
+      std::printf("GLUEBENCH prefill local=%3d per-token=%d T=%5d | group %7.2f us | fill_params "
+                  "%6.2f us | combine %7.2f us | chain %7.2f us | quantize (w4a8) %7.2f us\n",
+                  El, L, T, tg, tp, tc, tall, tq);
+    }
+  cudaStreamDestroy(s);
+}
+
 }  // namespace
 }  // namespace mxmoe::test
