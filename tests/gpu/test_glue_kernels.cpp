@@ -342,9 +342,9 @@ TEST(GpuGroup, FullLayerSingleTokenAndDuplicates) {
 
 // skip_single: tokens that own exactly one pair must be left untouched (GEMM2 wrote them);
 // every other token gets the slot-ordered sum (zeros when it owns nothing). T = 29: one token per
-// warp. T = 2400, k = 16: 4 or 5 tokens per warp (584 warps at H = 3584), so one full batch of
-// the combine's kAhead = 4 and for some warps a partial second one; T = 1200, k = 40: slots past
-// 32, a partial batch. A token that is neither owns each slot with probability own_pct / 100.
+// warp. T = 2400, k = 16: 4 or 5 tokens in each warp's token loop (584 warps per column slice at
+// H = 3584); T = 1200, k = 40: slots past 32, 2 or 3 tokens per warp. A token that is neither
+// owns each slot with probability own_pct / 100.
 void run_combine_case(bool skip_single, int T = 29, int k = 16, int own_pct = 75) {
   const int H = 3584;
   const int64_t out_stride = H + 16;

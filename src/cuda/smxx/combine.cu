@@ -8,9 +8,8 @@
 // output stride and pointers allow it). The grid is (token groups, column slices) with a
 // token loop, so a decode step (T = 1) spreads its reads over H / 128 CTAs and a prefill pass
 // is a few waves of CTAs (one CTA per token and slice was CTA-launch bound: ~2 KB per CTA,
-// ~160 us at T = 16384 on the H200, bench/NOTES.md G round 2); in that loop a warp loads the
-// slot positions of its next kAhead tokens while it sums the current ones. No atomics, so runs
-// are bit-identical, and every output row is written (a token with no owned expert gets zeros),
+// ~160 us at T = 16384 on the H200, bench/NOTES.md G round 2). No atomics, so runs are
+// bit-identical, and every output row is written (a token with no owned expert gets zeros),
 // except, with skip_single, the rows of tokens that own exactly one pair: GEMM2 stored those
 // (smxx/gemm2_store.cuh), bit for bit what this sum would give.
 // Layouts: y [rows, H] contiguous (sorted pair rows); out row t at out + t * out_stride.
@@ -28,11 +27,6 @@ constexpr int kWarps = 8;            // tokens in flight per CTA
 constexpr int kCols = 4;             // columns per lane
 constexpr int kSlice = 32 * kCols;   // columns per warp
 constexpr int kMaxCtas = 2048;       // grid cap: a few waves; tokens beyond loop
-// Tokens whose slot positions a warp loads at once, the next batch's while it sums this one: a
-// prefill pass gives each warp ~T / 584 tokens, and one dependent pair_pos load per token made
-// the combine latency bound where it has little to add (EP16 T=16384, every token skipped:
-// 27 us for 1 MB of pair_pos per column slice; GpuGlueBench.DISABLED_PrefillGlue).
-constexpr int kAhead = 4;
 
 template <bool kVec>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -43,11 +37,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int c0 = blockIdx.y * kSlice + lane * kCols;
   const int n = max(0, min(kCols, H - c0));
-  // Token t, whose slot positions (lanes < k: slots 0..31, then 32..63) the warp holds.
-  auto sum_token = [&](int t, int32_t mine_lo, int32_t mine_hi) {
+  for (int t = blockIdx.x * kWarps + warp; t < T; t += gridDim.x * kWarps) {
+    const int32_t* pp = pair_pos + static_cast<size_t>(t) * k;
+    const int32_t mine_lo = lane < k ? pp[lane] : -1;            // slots 0..31
+    const int32_t mine_hi = 32 + lane < k ? pp[32 + lane] : -1;  // slots 32..63
     const unsigned live_lo = __ballot_sync(0xFFFFFFFFu, mine_lo >= 0);
     const unsigned live_hi = __ballot_sync(0xFFFFFFFFu, mine_hi >= 0);
-    if (skip_single && __popc(live_lo) + __popc(live_hi) == 1) return;  // GEMM2 wrote it
+    if (skip_single && __popc(live_lo) + __popc(live_hi) == 1) continue;  // GEMM2 wrote it
     float acc[kCols] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int half = 0; half < 2; ++half) {  // slots in ascending order
       const int32_t mine = half == 0 ? mine_lo : mine_hi;
@@ -72,33 +68,6 @@ __global__ void __launch_bounds__(kWarps * 32)
       if (n == kCols) *reinterpret_cast<float4*>(o) = make_float4(acc[0], acc[1], acc[2], acc[3]);
     } else {
       for (int i = 0; i < n; ++i) o[i] = acc[i];
-    }
-  };
-  // The warp's tokens t0, t0 + stride, ... in batches of kAhead, the next batch's slot positions
-  // loaded while this one is summed.
-  const int stride = gridDim.x * kWarps;
-  int32_t next_lo[kAhead], next_hi[kAhead];
-  auto load_slots = [&](int t0) {
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      const int t = t0 + u * stride;
-      const int32_t* pp = pair_pos + static_cast<size_t>(t) * k;
-      next_lo[u] = t < T && lane < k ? pp[lane] : -1;
-      next_hi[u] = t < T && 32 + lane < k ? pp[32 + lane] : -1;
-    }
-  };
-  load_slots(blockIdx.x * kWarps + warp);
-  for (int t0 = blockIdx.x * kWarps + warp; t0 < T; t0 += kAhead * stride) {
-    int32_t lo[kAhead], hi[kAhead];
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      lo[u] = next_lo[u];
-      hi[u] = next_hi[u];
-    }
-    load_slots(t0 + kAhead * stride);
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      if (t0 + u * stride < T) sum_token(t0 + u * stride, lo[u], hi[u]);
     }
   }
 }
