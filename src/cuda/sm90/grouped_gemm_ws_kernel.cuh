@@ -838,7 +838,6 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
       if constexpr (kSlotW) {
         if (C * T.mg + c.cw < m_tiles) {
           WsTileRunner<C, N, kGemm1, kOut, true>::run(c, T);
-          if constexpr (kGemm1) c.count_rows(T.e);
         } else {
           idle_tile();
         }
@@ -891,6 +890,7 @@ template <int C, bool kGemm1, bool kOut, bool kSlotW>
 __global__ void __launch_bounds__(WsShape<C>::kThreads, 1)
     grouped_gemm_ws_kernel(const KernelArgs p, int cap, int stages, int max_units, int tune,
                            int* h_ready, int h_tiles) {
+  static_assert(!(kGemm1 && kSlotW), "the slot weights serve GEMM2 only (launch_ws)");
   using S = WsShape<C>;
   constexpr int kWStage = kSlotW ? S::kWStageBytes : 0;
   extern __shared__ uint8_t smem_raw[];
