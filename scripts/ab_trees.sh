@@ -7,12 +7,14 @@
 # Device:           bash scripts/ab_trees.sh run VARIANT ...
 #   VARIANT = NAME or NAME@VAR=VALUE[+VAR=VALUE...] (values may hold commas, e.g.
 #   MXMOE_SM90_WS_TUNE=2,8,0); NAME "." is the working tree. Builds every
-#   tree named once (in parallel), runs the grouped-GEMM tests of the working tree, then the
-#   GEMM-only bench (`*DISABLED_WsConsumers*`) and `mxmoe bench` for the variants in turn, twice
+#   tree named once (in parallel), runs the grouped-GEMM tests of the working tree (not with
+#   AB_GEMM=0), then the GEMM-only bench (`*DISABLED_WsConsumers*`) and `mxmoe bench` for the
+#   variants in turn, twice
 #   (a b a b), each run under `timeout` (a deadlocked variant costs its timeout, not the call),
 #   and prints a table last. Environment: AB_TOKENS (default 4096,8192,16384), AB_LAYOUTS
 #   (ep16,tp8ep4), AB_TIMEOUT (seconds per run, default 90), AB_GEMM=0 (end to end only, no
-#   GEMM-only runs). Logs go to $OUT (else build-ab/logs).
+#   GEMM-only runs), AB_TARGETS (ninja targets built per tree, default
+#   "test_sm90_grouped_gemm mxmoe"). Logs go to $OUT (else build-ab/logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/ab_tables.sh
@@ -49,13 +51,13 @@ t0=$(date +%s)
 for n in "${names[@]}"; do
   (cmake -S "$(src_of "$n")" -B "$(bin_of "$n")" -G Ninja -DCMAKE_BUILD_TYPE=Release \
      -DMXMOE_ENABLE_CUDA=ON "${deps[@]}" > "$LOG/cfg_${n//./wt}.log" 2>&1 &&
-   ninja -C "$(bin_of "$n")" -j"$jobs" test_sm90_grouped_gemm mxmoe \
+   ninja -C "$(bin_of "$n")" -j"$jobs" ${AB_TARGETS:-test_sm90_grouped_gemm mxmoe} \
      > "$LOG/build_${n//./wt}.log" 2>&1
    echo "build $n rc $?") &
 done
 wait
 echo "builds $(( $(date +%s) - t0 ))s"
-if [[ " ${names[*]} " == *" . "* ]]; then
+if [[ " ${names[*]} " == *" . "* ]] && [ "${AB_GEMM:-1}" != 0 ]; then
   timeout 300 "$ROOT/build-gpu/tests/gpu/test_sm90_grouped_gemm" > "$LOG/tests_wt.txt" 2>&1
   echo "working tree grouped-GEMM tests rc $?: $(grep -E '^\[  (PASSED|FAILED)' \
     "$LOG/tests_wt.txt" | tr '\n' ' ')"
