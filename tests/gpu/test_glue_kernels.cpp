@@ -593,7 +593,7 @@ void run_prologue_case(const PrologueCase& c) {
 
   struct Out {
     DevBuf<uint16_t> xq;
-    DevBuf<int32_t> rid, off, xrow, pos, otok, has, scratch;
+    DevBuf<int32_t> rid, off, xrow, pos, otok, has, scratch, ready;  // ready: h_ready [El]
     DevBuf<float> rw, roww, beta, lbeta;
   } sep, fused;
   for (Out* o : {&sep, &fused}) {
@@ -609,6 +609,7 @@ void run_prologue_case(const PrologueCase& c) {
     o->beta.alloc(El);
     o->lbeta.alloc(El);
     o->scratch.alloc(smxx::group_scratch_ints(P, El));
+    o->ready.alloc(El);
     // Same poison in both, so untouched tails compare equal too.
     CUDA_OK(cudaMemset(o->xq.get(), 0xAB, o->xq.size() * 2));
     CUDA_OK(cudaMemset(o->rid.get(), 0xAB, P * 4));
@@ -621,6 +622,7 @@ void run_prologue_case(const PrologueCase& c) {
     CUDA_OK(cudaMemset(o->roww.get(), 0xAB, P * 4));
     CUDA_OK(cudaMemset(o->beta.get(), 0xAB, El * 4));
     CUDA_OK(cudaMemset(o->lbeta.get(), 0xAB, El * 4));
+    CUDA_OK(cudaMemset(o->ready.get(), 0xAB, El * 4));
   }
   const float* pbp = c.per_expert_beta ? dpb.get() : nullptr;
   const float* plbp = c.per_expert_beta ? dplb.get() : nullptr;
@@ -644,10 +646,15 @@ void run_prologue_case(const PrologueCase& c) {
   g.pair_pos = sep.pos.get();
   g.out_token = sep.otok.get();
   g.expert_has_out = sep.has.get();
+  g.per_expert_beta = pbp;  // the SiTU parameters through the grouping's scan, as run_moe
+  g.beta = 4.0f;
+  g.per_expert_linear_beta = plbp;
+  g.linear_beta = 25.0f;
+  g.beta_out = sep.beta.get();
+  g.linear_beta_out = sep.lbeta.get();
+  g.h_ready = sep.ready.get();
   const char* failed = nullptr;
   CUDA_OK(smxx::launch_group(g, nullptr, &failed));
-  CUDA_OK(smxx::launch_fill_params(pbp, 4.0f, plbp, 25.0f, c.start, El, sep.beta.get(),
-                                   sep.lbeta.get(), nullptr));
   // Fused.
   const smxx::PrologueShape shape = smxx::prologue_plan(T, k, c.E_total, El, c.gpu_routing);
   ASSERT_TRUE(shape.ok) << c.name;
@@ -693,6 +700,7 @@ void run_prologue_case(const PrologueCase& c) {
   a.linear_beta = 25.0f;
   a.beta_out = fused.beta.get();
   a.linear_beta_out = fused.lbeta.get();
+  a.h_ready = fused.ready.get();
   CUDA_OK(smxx::launch_prologue(a, shape, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   expect_same_bits(fused.xq.download(), sep.xq.download(), "xq", c.name);
@@ -707,6 +715,11 @@ void run_prologue_case(const PrologueCase& c) {
   expect_same_bits(fused.has.download(), sep.has.download(), "expert_has_out", c.name);
   expect_same_bits(fused.beta.download(), sep.beta.download(), "beta", c.name);
   expect_same_bits(fused.lbeta.download(), sep.lbeta.download(), "linear_beta", c.name);
+  // The GEMMs' per-expert counters, zeroed by both.
+  expect_same_bits(fused.ready.download(), std::vector<int32_t>(El, 0), "h_ready (prologue)",
+                   c.name);
+  expect_same_bits(sep.ready.download(), std::vector<int32_t>(El, 0), "h_ready (group scan)",
+                   c.name);
   std::printf("[prologue] %s: T=%d k=%d E=%d local [%d, %d) %s routing: %d owned pairs, "
               "chunks %d, route warps %d%s, %d quantize CTAs, %zu B smem: identical\n", c.name,
               T, k, c.E_total, c.start, c.start + El, c.gpu_routing ? "GPU" : "caller", off[El],
@@ -835,10 +848,12 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
           g.x_row = xrow.get();
           g.row_weight = roww.get();
           g.pair_pos = pos.get();
+          g.beta = 4.0f;
+          g.linear_beta = 25.0f;
+          g.beta_out = beta.get();
+          g.linear_beta_out = lbeta.get();
           const char* failed = nullptr;
           smxx::launch_group(g, st, &failed);
-          smxx::launch_fill_params(nullptr, 4.0f, nullptr, 25.0f, 0, El, beta.get(), lbeta.get(),
-                                   st);
           smxx::launch_combine(y.get(), H, pos.get(), T, k, out.get(), H, false, st);
         };
         const smxx::PrologueShape shape = smxx::prologue_plan(T, k, Et, El, gpu_route);
@@ -887,8 +902,8 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
   cudaStreamDestroy(s);
 }
 
-// The glue at prefill sizes, each kernel alone and the w4a16 chain (group -> fill_params ->
-// combine), as run_moe launches them outside the fused prologue; graph replays after an L2
+// The glue at prefill sizes, each kernel alone and the w4a16 chain (group, whose scan also
+// writes the SiTU parameters, -> combine), as run_moe launches them outside the fused prologue; graph replays after an L2
 // flush (time_graph_us). Routing as `mxmoe bench`'s uniform layouts: each token L distinct
 // local ids among El and 16 - L foreign ones, in shuffled slots: EP16 El = 56, L = 1 (every
 // token owns one local pair: the grouping marks out rows and the combine skips them, as
@@ -942,13 +957,14 @@ TEST(GpuGlueBench, DISABLED_PrefillGlue) {
       g.pair_pos = pos.get();
       g.out_token = direct ? otok.get() : nullptr;
       g.expert_has_out = direct ? has.get() : nullptr;
+      g.beta = 4.0f;
+      g.linear_beta = 25.0f;
+      g.beta_out = beta.get();
+      g.linear_beta_out = lbeta.get();
+      g.h_ready = ready.get();
       auto group = [&](cudaStream_t st) {
         const char* failed = nullptr;
         smxx::launch_group(g, st, &failed);
-      };
-      auto fill = [&](cudaStream_t st) {
-        smxx::launch_fill_params(nullptr, 4.0f, nullptr, 25.0f, 0, El, beta.get(), lbeta.get(),
-                                 st, ready.get());
       };
       auto combine = [&](cudaStream_t st) {
         smxx::launch_combine(y.get(), H, pos.get(), T, k, out.get(), H, direct, st);
@@ -960,21 +976,19 @@ TEST(GpuGlueBench, DISABLED_PrefillGlue) {
       group(s);  // pair_pos for the combine's timing alone
       CUDA_OK(cudaStreamSynchronize(s));
       const float tg = time_graph_us(group, s, flush.get(), flush_bytes);
-      const float tp = time_graph_us(fill, s, flush.get(), flush_bytes);
       const float tc = time_graph_us(combine, s, flush.get(), flush_bytes);
       const float tq = time_graph_us(quantize, s, flush.get(), flush_bytes);
       const float tall = time_graph_us(
           [&](cudaStream_t st) {
             group(st);
-            fill(st);
             combine(st);
           },
           s, flush.get(), flush_bytes);
       CUDA_OK(cudaStreamSynchronize(s));
       CUDA_OK(cudaGetLastError());
-      std::printf("GLUEBENCH prefill local=%3d per-token=%d T=%5d | group %7.2f us | fill_params "
-                  "%6.2f us | combine %7.2f us | chain %7.2f us | quantize (w4a8) %7.2f us\n",
-                  El, L, T, tg, tp, tc, tall, tq);
+      std::printf("GLUEBENCH prefill local=%3d per-token=%d T=%5d | group (+ SiTU fill) %7.2f us "
+                  "| combine %7.2f us | chain %7.2f us | quantize (w4a8) %7.2f us\n",
+                  El, L, T, tg, tc, tall, tq);
     }
   cudaStreamDestroy(s);
 }

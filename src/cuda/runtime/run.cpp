@@ -2,8 +2,8 @@
 //
 // One call enqueues, on the caller's stream:
 //   [quantize (x -> BF16 / MXFP8-as-BF16); skipped for W4A16 on 16-byte BF16 rows, which GEMM1
-//   reads in place] -> [route_kimi] -> group (EP filter, stable sort by
-//   expert) -> fill_params (local beta arrays; zeroes the h_ready counters) -> sm90 GEMM1 (+ SiTU,
+//   reads in place] -> [route_kimi] -> group (EP filter, stable sort by expert; its scan also
+//   writes the local beta arrays and zeroes the h_ready counters) -> sm90 GEMM1 (+ SiTU,
 //   + requant) -> sm90 GEMM2 (x routing weight; a token that owns one local pair straight into
 //   out; on the warp-specialized kernels it starts on the experts GEMM1 has finished while
 //   GEMM1's last tiles run, sm90/grouped_gemm.h h_ready) -> combine (slot-ordered fp32 sum per
@@ -256,13 +256,16 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     g.pair_pos = c.pair_pos;
     g.out_token = out_token;
     g.expert_has_out = c.expert_has_out;
+    g.per_expert_beta = p.per_expert_beta;
+    g.beta = p.beta;
+    g.per_expert_linear_beta = p.per_expert_linear_beta;
+    g.linear_beta = p.linear_beta;
+    g.beta_out = c.beta;
+    g.linear_beta_out = c.linear_beta;
+    g.h_ready = c.h_ready;
     const char* failed = nullptr;
     e = smxx::launch_group(g, stream, &failed);
     if (e != cudaSuccess) return launch_failed(failed ? failed : "group", e);
-    e = smxx::launch_fill_params(p.per_expert_beta, p.beta, p.per_expert_linear_beta,
-                                 p.linear_beta, w->expert_start, E, c.beta, c.linear_beta, stream,
-                                 c.h_ready);
-    if (e != cudaSuccess) return launch_failed("fill_params", e);
   }
 
   // W4A8 at prefill sizes: the FP8 tensor-core GEMMs on the folded weights (prepared.h), which

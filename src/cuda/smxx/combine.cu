@@ -1,5 +1,4 @@
-// src/cuda/smxx/combine.cu: the routing-weighted sum of the expert outputs, and the small
-// parameter fill the runtime needs.
+// src/cuda/smxx/combine.cu: the routing-weighted sum of the expert outputs.
 //
 // combine: out[t, :] = +0 + y[pair_pos[t*k + 0], :] + y[pair_pos[t*k + 1], :] + ... in slot order,
 // in fp32, skipping -1 (GEMM2 already multiplied each row by its routing weight). One warp per
@@ -75,19 +74,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-__global__ void fill_params_kernel(const float* per_a, float a, const float* per_b, float b,
-                                   int start, int count, float* dst_a, float* dst_b,
-                                   int32_t* zero) {
-  pdl::wait();
-  pdl::launch_dependents();
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < count) {
-    dst_a[i] = per_a ? per_a[start + i] : a;
-    dst_b[i] = per_b ? per_b[start + i] : b;
-    if (zero) zero[i] = 0;
-  }
-}
-
 }  // namespace
 
 cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T, int k,
@@ -103,15 +89,6 @@ cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T
                                pair_pos, T, k, out, out_stride, skip_single, g.chunks)
              : pdl::launch_pdl(combine_kernel<false>, grid, dim3(kWarps * 32), 0, stream, y, H,
                                pair_pos, T, k, out, out_stride, skip_single, g.chunks);
-}
-
-cudaError_t launch_fill_params(const float* per_expert_a, float scalar_a, const float* per_expert_b,
-                               float scalar_b, int start, int count, float* dst_a, float* dst_b,
-                               cudaStream_t stream, int32_t* zero) {
-  if (count <= 0) return cudaSuccess;
-  return pdl::launch_pdl(fill_params_kernel, dim3((count + 255) / 256), dim3(256), 0, stream,
-                         per_expert_a, scalar_a, per_expert_b, scalar_b, start, count, dst_a,
-                         dst_b, zero);
 }
 
 }  // namespace mxmoe::smxx

@@ -9,10 +9,10 @@
 //   route    : Kimi routing on logits [T, E]: sigmoid, top-k of s + bias (value desc, id asc),
 //              weights = s / sum(chosen s) * scaling.
 //   group    : the EP filter and a stable counting sort of the T*k pairs by local expert, i.e. the
-//              pair list ordered by (expert, token, slot).
+//              pair list ordered by (expert, token, slot); and the local SiTU parameters.
 //   combine  : out[t] = sum over j in order of y[pair_pos[t*k + j]] (skipping -1), fp32; tokens
 //              with one owned pair can be left to GEMM2 (group's out_token).
-//   prologue : quantize + [route] + group + fill_params fused in one launch for decode sizes,
+//   prologue : quantize + [route] + group (+ SiTU parameters) fused in one launch for decode sizes,
 //              bit-identical outputs.
 // Every kernel is launched with PDL (smxx/pdl.cuh) and waits for its predecessor first.
 #pragma once
@@ -65,6 +65,17 @@ struct GroupArgs {
                                       // else -1 (GEMM2 writes such tokens' out rows itself)
   int32_t* expert_has_out = nullptr;  // with out_token: [expert_count], 1 if any of the
                                       // expert's rows has out_token >= 0, else 0
+  // The local SiTU parameters, written by the scan kernel when beta_out is given (one launch
+  // fewer than a kernel of their own), i < expert_count: beta_out[i] = per_expert_beta ?
+  // per_expert_beta[expert_start + i] : beta, the same for linear_beta; h_ready (optional,
+  // [expert_count]: the GEMMs' counters, Gemm1Params::h_ready) zeroed.
+  const float* per_expert_beta = nullptr;
+  float beta = 0.0f;
+  const float* per_expert_linear_beta = nullptr;
+  float linear_beta = 0.0f;
+  float* beta_out = nullptr;
+  float* linear_beta_out = nullptr;
+  int32_t* h_ready = nullptr;
 };
 // Returns the first failing launch; *failed_kernel names it.
 cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** failed_kernel);
@@ -74,14 +85,7 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
 cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T, int k,
                            float* out, int64_t out_stride, bool skip_single, cudaStream_t stream);
 
-// Local SiTU parameters, both arrays in one launch, i < count:
-// dst_a[i] = per_expert_a ? per_expert_a[start + i] : scalar_a, and the same for b; and
-// zero[i] = 0 when zero is given (the GEMMs' per-expert counters, Gemm1Params::h_ready).
-cudaError_t launch_fill_params(const float* per_expert_a, float scalar_a, const float* per_expert_b,
-                               float scalar_b, int start, int count, float* dst_a, float* dst_b,
-                               cudaStream_t stream, int32_t* zero = nullptr);
-
-// ---- prologue.cu: quantize + [route] + group + fill_params in one launch (decode sizes) ----
+// ---- prologue.cu: quantize + [route] + group + the SiTU fill in one launch (decode sizes) ----
 constexpr int kPrologueMaxPairs = 4096;
 struct PrologueShape {
   bool ok = false;        // false: the sizes do not fit; use the separate kernels
@@ -124,14 +128,14 @@ struct PrologueArgs {
   int32_t* pair_pos = nullptr;
   int32_t* out_token = nullptr;
   int32_t* expert_has_out = nullptr;
-  // SiTU parameters (as launch_fill_params)
+  // SiTU parameters (as GroupArgs' fill)
   const float* per_expert_beta = nullptr;
   float beta = 0.0f;
   const float* per_expert_linear_beta = nullptr;
   float linear_beta = 0.0f;
   float* beta_out = nullptr;
   float* linear_beta_out = nullptr;
-  int32_t* h_ready = nullptr;  // optional [expert_count]: zeroed (as launch_fill_params' zero)
+  int32_t* h_ready = nullptr;  // optional [expert_count]: zeroed (as GroupArgs::h_ready)
   // set by launch_prologue from the shape
   int chunks = 0, route_warps = 0;
 };

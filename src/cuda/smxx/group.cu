@@ -8,7 +8,9 @@
 //  2. group_scan   : one CTA; per expert (a warp) an exclusive scan along the chunks, then an
 //                    exclusive scan of the per-expert totals -> expert_offsets[0..E];
 //                    scratch[le, c] becomes chunk c's first row of expert le, counted from the
-//                    expert's first row (expert_offsets[le]).
+//                    expert's first row (expert_offsets[le]). It also writes the local SiTU
+//                    parameters when asked (GroupArgs::beta_out: a kernel of their own cost a
+//                    launch and ~3 us, bench/NOTES.md G round 6).
 //  3. group_scatter: one warp per chunk loads its ids and weights, then walks them 32 pairs at a
 //                    time, in pair order; lanes with the same expert find each other with
 //                    __match_any_sync and take consecutive rows by lane order. So rows are
@@ -51,14 +53,33 @@ __global__ void group_hist_kernel(const int32_t* ids, int pairs, int start, int 
     scratch[static_cast<size_t>(e) * gridDim.x + blockIdx.x] = cnt[e];
 }
 
+// GroupArgs' SiTU fill (beta_out null: none).
+struct SituFill {
+  const float* per_beta;
+  float beta;
+  const float* per_linear_beta;
+  float linear_beta;
+  float* beta_out;
+  float* linear_beta_out;
+  int32_t* h_ready;
+  int start;
+};
+
 __global__ void __launch_bounds__(kScanThreads)
     group_scan_kernel(int chunks, int E, int32_t* scratch, int32_t* offsets,
-                      int32_t* expert_has_out) {
+                      int32_t* expert_has_out, SituFill fill) {
   __shared__ int32_t part[kScanThreads];
   pdl::wait();
   pdl::launch_dependents();
   if (expert_has_out)  // the scatter ORs into it
     for (int e = threadIdx.x; e < E; e += blockDim.x) expert_has_out[e] = 0;
+  if (fill.beta_out)
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+      fill.beta_out[e] = fill.per_beta ? fill.per_beta[fill.start + e] : fill.beta;
+      fill.linear_beta_out[e] =
+          fill.per_linear_beta ? fill.per_linear_beta[fill.start + e] : fill.linear_beta;
+      if (fill.h_ready) fill.h_ready[e] = 0;
+    }
   // Per expert (one warp each): exclusive scan along the chunks, kScanBatch x 32 chunks per round
   // with all their loads in flight (a serial walk down 256 chunks, one dependent load at a time,
   // took ~80 us at T=16384, k=16 on the H200; chunk-major counts, one sector per load, ~27 us);
@@ -186,7 +207,9 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
   const int pairs = a.T * a.k;
   const int E = a.expert_count;
   *failed_kernel = "group_hist";
-  if (E <= 0 || E > kMaxLocal || (a.out_token && !a.expert_has_out)) return cudaErrorInvalidValue;
+  if (E <= 0 || E > kMaxLocal || (a.out_token && !a.expert_has_out) ||
+      (a.beta_out && !a.linear_beta_out))
+    return cudaErrorInvalidValue;
   const int chunks = group_num_chunks(pairs);
   const size_t smem = static_cast<size_t>(E) * sizeof(int32_t);
   if (chunks > 0) {
@@ -196,9 +219,11 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
       return e;
   }
   *failed_kernel = "group_scan";
+  const SituFill fill{a.per_expert_beta, a.beta,     a.per_expert_linear_beta, a.linear_beta,
+                      a.beta_out,        a.linear_beta_out, a.h_ready,        a.expert_start};
   if (cudaError_t e = pdl::launch_pdl(group_scan_kernel, dim3(1), dim3(kScanThreads), 0, stream,
                                       chunks, E, a.scratch, a.expert_offsets,
-                                      a.out_token ? a.expert_has_out : nullptr);
+                                      a.out_token ? a.expert_has_out : nullptr, fill);
       e != cudaSuccess)
     return e;
   if (chunks > 0) {
