@@ -325,6 +325,26 @@ TEST(GpuGroup, SinglePairTokensForAnyTopK) {
     run_group_case(ids, T, k, start, count, name.c_str());
   }
 }
+// Prefill sizes (256 chunks of 1024 pairs at EP16 T=16384) and every walker count of the rank
+// kernel: 8 walkers up to 1536 local experts, then 4, 2 and 1 (2048, 4096, 8192 experts).
+TEST(GpuGroup, ManyChunksAndEveryWalkerCount) {
+  MXMOE_REQUIRE_SM90();
+  {
+    const int T = 16384, k = 16, start = 48, count = 24;
+    Rng r(11);
+    std::vector<int32_t> ids(static_cast<size_t>(T) * k);
+    for (auto& id : ids) id = r.below(50) == 0 ? -1 : r.below(384);
+    run_group_case(ids, T, k, start, count, "ep16-T16384");
+  }
+  for (int count : {2048, 4096, 8192}) {
+    const int T = 1500, k = 6;  // k does not divide 32: some tokens straddle warps and chunks
+    Rng r(count);
+    std::vector<int32_t> ids(static_cast<size_t>(T) * k);
+    for (auto& id : ids) id = r.below(20) == 0 ? -1 : r.below(count + count / 4);
+    const std::string name = "experts" + std::to_string(count);
+    run_group_case(ids, T, k, 0, count, name.c_str());
+  }
+}
 TEST(GpuGroup, EveryTokenOnOneExpert) {
   MXMOE_REQUIRE_SM90();
   const int T = 5000, k = 4, start = 0, count = 224;

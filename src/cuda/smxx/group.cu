@@ -1,27 +1,34 @@
 // src/cuda/smxx/group.cu: grouping of the T*k token-expert pairs by local expert (EP filter +
 // stable counting sort), deterministic and sized only by T*k (graph-capturable).
 //
-// Algorithm (pair i = t*k + j, local expert le = id - expert_start when owned):
-//  1. group_hist   : one CTA per chunk of kGroupChunk pairs; shared-memory histogram of le;
-//                    scratch[le, c] = count of chunk c (integer atomics: order-independent).
-//                    Expert-major, so the scan reads each expert's counts as contiguous lines.
-//  2. group_scan   : one CTA; per expert (a warp) an exclusive scan along the chunks, then an
-//                    exclusive scan of the per-expert totals -> expert_offsets[0..E];
-//                    scratch[le, c] becomes chunk c's first row of expert le, counted from the
-//                    expert's first row (expert_offsets[le]). It also writes the local SiTU
-//                    parameters when asked (GroupArgs::beta_out: a kernel of their own cost a
-//                    launch and ~3 us, bench/NOTES.md G round 6).
-//  3. group_scatter: one warp per chunk loads its ids and weights, then walks them 32 pairs at a
-//                    time, in pair order; lanes with the same expert find each other with
-//                    __match_any_sync and take consecutive rows by lane order. So rows are
-//                    ordered by (expert, token, slot): stable.
+// Algorithm (pair i = t*k + j, local expert le = id - expert_start when owned; chunks of
+// kGroupChunk pairs):
+//  1. group_rank : one CTA per chunk; each pair's rank among the chunk's earlier pairs of its
+//                  expert goes to pair_pos[i] (-1 if not owned), the chunk's count per expert to
+//                  scratch[le, c] (expert-major, so the scan reads an expert's counts as
+//                  contiguous lines). The chunk's 32-pair steps are split among `walkers`
+//                  warps (as many as shared memory holds a counter array for: 8 up to 1536
+//                  local experts); a walker takes its steps in order, and lanes with the same
+//                  expert find each other with __match_any_sync and rank by lane order; then a
+//                  scan across the walkers' counters per expert. (One warp walking all 32 steps
+//                  of its chunk while also placing the pairs took ~13 us at EP16 T=16384,
+//                  bench/NOTES.md G round 7.)
+//  2. group_scan : one CTA; per expert (a warp) an exclusive scan along the chunks, then an
+//                  exclusive scan of the per-expert totals -> expert_offsets[0..E];
+//                  scratch[le, c] becomes chunk c's first row of expert le, counted from the
+//                  expert's first row (expert_offsets[le]). It also writes the local SiTU
+//                  parameters when asked (GroupArgs::beta_out: a kernel of their own cost a
+//                  launch and ~3 us, bench/NOTES.md G round 6).
+//  3. group_place: one thread per pair: row = offsets[le] + scratch[le, c] + rank, then
+//                  pair_pos / x_row / row_weight (and out_token) at that row. So rows are
+//                  ordered by (expert, token, slot): stable.
 // Outputs: x_row[p] = token, row_weight[p] = routing weight of sorted row p (p < offsets[E]);
 // pair_pos[i] = sorted row of pair i, or -1 (id -1, another rank's id, or any id out of range);
 // when asked, out_token[p] = the token if it owns no other pair (GEMM2 then writes its out row
 // itself: smxx/gemm2_store.cuh), else -1, and expert_has_out[e] = 1 if any of expert e's rows
-// has one (zeroed by group_scan, set by the scatter with integer atomicOr), else 0.
+// has one (zeroed by group_scan, set by group_place with integer atomicOr), else 0.
 // Launched with PDL (smxx/pdl.cuh): each kernel waits before touching its predecessor's data.
-// Limitations: expert_count <= kMaxLocal (shared-memory counters).
+// Limitations: expert_count <= kMaxLocal (one counter array in 48 KB of shared memory).
 #include "smxx/glue.h"
 #include "smxx/group_pairs.cuh"
 #include "smxx/pdl.cuh"
@@ -33,24 +40,73 @@ namespace {
 constexpr int kMaxLocal = 8192;
 constexpr int kScanThreads = 1024;
 constexpr int kScanBatch = 8;  // 32-chunk groups a scan warp loads at once
-static_assert(kGroupChunk % 32 == 0, "the scatter walks a chunk 32 pairs at a time");
+constexpr int kRankThreads = 256;
+constexpr int kRankSmemInts = 12288;  // 48 KB: no opt-in attribute (graph-capture friendly)
+constexpr int kChunkSteps = kGroupChunk / 32;
+constexpr int kPlaceThreads = 256;
+static_assert(kGroupChunk % 32 == 0, "a chunk is walked 32 pairs at a time");
+static_assert(kMaxLocal <= kRankSmemInts, "one walker's counters must fit shared memory");
 
-__global__ void group_hist_kernel(const int32_t* ids, int pairs, int start, int E,
-                                  int32_t* scratch) {
-  extern __shared__ int32_t cnt[];
+// Walkers (warps) per chunk for E local experts: a power of two, at most 8, with one E-counter
+// array each in kRankSmemInts. Each walks kChunkSteps / walkers consecutive 32-pair steps.
+int rank_walkers(int E) {
+  int w = 8;
+  while (w > 1 && w * E > kRankSmemInts) w /= 2;
+  return w;
+}
+
+template <int kSteps>  // 32-pair steps per walker; walkers = kChunkSteps / kSteps
+__global__ void __launch_bounds__(kRankThreads)
+    group_rank_kernel(const int32_t* ids, int pairs, int start, int E, int32_t* scratch,
+                      int32_t* pair_pos) {
+  constexpr int kWalkers = kChunkSteps / kSteps;
+  static_assert(kWalkers * 32 <= kRankThreads, "every walker is a warp of the CTA");
+  extern __shared__ int32_t cnt[];  // [kWalkers][E]: walker w's count per expert
   pdl::wait();
   pdl::launch_dependents();
-  for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
+  for (int e = threadIdx.x; e < kWalkers * E; e += kRankThreads) cnt[e] = 0;
   __syncthreads();
-  const int base = blockIdx.x * kGroupChunk;
-  const int end = min(base + kGroupChunk, pairs);
-  for (int i = base + threadIdx.x; i < end; i += blockDim.x) {
-    const int le = local_expert(ids[i], start, E);
-    if (le >= 0) atomicAdd(&cnt[le], 1);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int base = blockIdx.x * kGroupChunk + warp * kSteps * 32;  // this walker's first pair
+  const int end = min(blockIdx.x * kGroupChunk + kGroupChunk, pairs);
+  int le[kSteps], rank[kSteps];
+  if (warp < kWalkers) {
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {  // all loads in flight before the serial walk
+      const int i = base + 32 * s + lane;
+      le[s] = i < end ? local_expert(ids[i], start, E) : -1;
+    }
+    int32_t* mine = cnt + warp * E;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const unsigned same = __match_any_sync(~0u, le[s]);
+      const unsigned before = same & ((1u << lane) - 1u);
+      rank[s] = le[s] >= 0 ? mine[le[s]] + __popc(before) : -1;
+      __syncwarp();
+      if (le[s] >= 0 && before == 0) mine[le[s]] += __popc(same);
+      __syncwarp();
+    }
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < E; e += blockDim.x)
-    scratch[static_cast<size_t>(e) * gridDim.x + blockIdx.x] = cnt[e];
+  // Per expert: the walkers' counts become exclusive prefixes; the total is the chunk's count.
+  for (int e = threadIdx.x; e < E; e += kRankThreads) {
+    int32_t run = 0;
+#pragma unroll
+    for (int w = 0; w < kWalkers; ++w) {
+      const int32_t v = cnt[w * E + e];
+      cnt[w * E + e] = run;
+      run += v;
+    }
+    scratch[static_cast<size_t>(e) * gridDim.x + blockIdx.x] = run;
+  }
+  __syncthreads();
+  if (warp < kWalkers) {
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const int i = base + 32 * s + lane;
+      if (i < end) pair_pos[i] = le[s] >= 0 ? rank[s] + cnt[warp * E + le[s]] : -1;
+    }
+  }
 }
 
 // GroupArgs' SiTU fill (beta_out null: none).
@@ -68,10 +124,11 @@ struct SituFill {
 __global__ void __launch_bounds__(kScanThreads)
     group_scan_kernel(int chunks, int E, int32_t* scratch, int32_t* offsets,
                       int32_t* expert_has_out, SituFill fill) {
-  __shared__ int32_t part[kScanThreads];
+  __shared__ int32_t totals[kMaxLocal];  // per expert, from the scans along the chunks
+  __shared__ int32_t warp_sums[kScanThreads / 32];
   pdl::wait();
   pdl::launch_dependents();
-  if (expert_has_out)  // the scatter ORs into it
+  if (expert_has_out)  // group_place ORs into it
     for (int e = threadIdx.x; e < E; e += blockDim.x) expert_has_out[e] = 0;
   if (fill.beta_out)
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
@@ -83,7 +140,7 @@ __global__ void __launch_bounds__(kScanThreads)
   // Per expert (one warp each): exclusive scan along the chunks, kScanBatch x 32 chunks per round
   // with all their loads in flight (a serial walk down 256 chunks, one dependent load at a time,
   // took ~80 us at T=16384, k=16 on the H200; chunk-major counts, one sector per load, ~27 us);
-  // the total goes to offsets[e + 1] for now.
+  // the total goes to totals[e].
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int e = warp; e < E; e += kScanThreads / 32) {
     int32_t* counts = scratch + static_cast<size_t>(e) * chunks;
@@ -103,10 +160,12 @@ __global__ void __launch_bounds__(kScanThreads)
         run += __shfl_sync(0xFFFFFFFFu, incl, 31);
       }
     }
-    if (lane == 0) offsets[e + 1] = run;
+    if (lane == 0) totals[e] = run;
   }
   __syncthreads();
-  // Exclusive scan of the totals: each thread a contiguous segment, then a scan of segments.
+  // Exclusive scan of the totals: each thread a contiguous segment, then warp scans of the
+  // segment sums (two barriers; a shared-memory scan with one step per bit took twenty).
+  static_assert(kScanThreads == 32 * 32, "one warp scans the warp sums");
   constexpr int kMaxSeg = kMaxLocal / kScanThreads;
   const int seg = (E + kScanThreads - 1) / kScanThreads;  // <= kMaxSeg
   const int lo = min(E, static_cast<int>(threadIdx.x) * seg), hi = min(E, lo + seg);
@@ -114,90 +173,67 @@ __global__ void __launch_bounds__(kScanThreads)
   int32_t mine = 0;
 #pragma unroll
   for (int s = 0; s < kMaxSeg; ++s) {
-    tot[s] = lo + s < hi ? offsets[lo + s + 1] : 0;
+    tot[s] = lo + s < hi ? totals[lo + s] : 0;
     mine += tot[s];
   }
-  part[threadIdx.x] = mine;
-  __syncthreads();  // also: every total is read before any offsets[] is overwritten below
-  for (int off = 1; off < kScanThreads; off <<= 1) {
-    const int32_t v = threadIdx.x >= static_cast<unsigned>(off) ? part[threadIdx.x - off] : 0;
-    __syncthreads();
-    part[threadIdx.x] += v;
-    __syncthreads();
+  const int32_t incl = warp_inclusive_sum(mine, lane);
+  if (lane == 31) warp_sums[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    const int32_t v = warp_sums[lane];
+    warp_sums[lane] = warp_inclusive_sum(v, lane) - v;
   }
-  int32_t run = part[threadIdx.x] - mine;  // exclusive prefix of this segment
+  __syncthreads();
+  int32_t run = warp_sums[warp] + incl - mine;  // exclusive prefix of this segment
 #pragma unroll
   for (int s = 0; s < kMaxSeg; ++s) {
     if (lo + s < hi) offsets[lo + s] = run;
     run += tot[s];
   }
-  if (threadIdx.x == kScanThreads - 1) offsets[E] = part[kScanThreads - 1];
-  if (E == 0 && threadIdx.x == 0) offsets[0] = 0;
-  // scratch[c, e] stays relative to expert e's first row: the scatter adds offsets[e].
+  if (threadIdx.x == kScanThreads - 1) offsets[E] = run;  // the last segment ends at E
+  // scratch[e, c] stays relative to expert e's first row: group_place adds offsets[e].
 }
 
-// kSingle: kNoSingle, no out_token (the kernel as it was before out_token existed: its
-// single-pair work, ~60 instructions in each of the 32 unrolled steps, made it 35-80% slower,
-// bench/NOTES.md G round 5); kSingleWindow, k divides 32: every token lies inside one 32-pair
-// step (chunks start at multiples of 1024) and the test is a shifted ballot; kSingleAnyK: a
-// token's pairs may straddle a step, then its ids are read again.
+// kSingle: kNoSingle, no out_token; kSingleWindow, k divides 32: every token lies inside its
+// warp's 32 pairs (a warp's first pair is a multiple of 32) and the test is a shifted ballot;
+// kSingleAnyK: a token's pairs may straddle the warp's window, then its ids are read again.
 enum { kNoSingle = 0, kSingleWindow = 1, kSingleAnyK = 2 };
 template <int kSingle>
-__global__ void group_scatter_kernel(const int32_t* ids, const float* weights, int pairs, int k,
-                                     int start, int E, const int32_t* scratch,
-                                     const int32_t* offsets, int32_t* x_row, float* row_weight,
-                                     int32_t* pair_pos, int32_t* out_token,
-                                     int32_t* expert_has_out) {
-  extern __shared__ int32_t next[];  // next sorted row per local expert, for this chunk
+__global__ void __launch_bounds__(kPlaceThreads)
+    group_place_kernel(const int32_t* ids, const float* weights, int pairs, int k, int start,
+                       int E, int chunks, const int32_t* scratch, const int32_t* offsets,
+                       int32_t* x_row, float* row_weight, int32_t* pair_pos,
+                       int32_t* out_token, int32_t* expert_has_out) {
   pdl::wait();
   pdl::launch_dependents();
-  const int lane = threadIdx.x;
-  for (int e = lane; e < E; e += 32) {
-    next[e] = offsets[e] + scratch[static_cast<size_t>(e) * gridDim.x + blockIdx.x];
+  const int i = blockIdx.x * kPlaceThreads + threadIdx.x, lane = threadIdx.x & 31;
+  const bool in = i < pairs;
+  const int le = in ? local_expert(ids[i], start, E) : -1;
+  const int32_t rank = in ? pair_pos[i] : -1;  // group_rank's rank within the chunk
+  const float w = in ? weights[i] : 0.0f;
+  int pos = -1;
+  if (le >= 0)
+    pos = offsets[le] + scratch[static_cast<size_t>(le) * chunks + i / kGroupChunk] + rank;
+  if (in) {
+    pair_pos[i] = pos;
+    if (pos >= 0) {
+      x_row[pos] = i / k;
+      row_weight[pos] = w;
+    }
   }
-  const int base = blockIdx.x * kGroupChunk;
-  const int end = min(base + kGroupChunk, pairs);
-  // The chunk's ids and weights, all loads in flight before the (serial) placement walk.
-  constexpr int kSteps = kGroupChunk / 32;
-  int32_t id[kSteps];
-  float w[kSteps];
-#pragma unroll
-  for (int s = 0; s < kSteps; ++s) {
-    const int i = base + 32 * s + lane;
-    id[s] = i < end ? ids[i] : -1;
-    w[s] = i < end ? weights[i] : 0.0f;
-  }
-  __syncwarp();
-#pragma unroll
-  for (int s = 0; s < kSteps; ++s) {
-    const int i = base + 32 * s + lane;
-    const int le = i < end ? local_expert(id[s], start, E) : -2;
+  if constexpr (kSingle != kNoSingle) {
+    const unsigned owned = __ballot_sync(~0u, le >= 0);
     const unsigned same = __match_any_sync(~0u, le);
-    int pos = -1;
-    if (le >= 0) pos = next[le] + __popc(same & ((1u << lane) - 1u));
-    __syncwarp();
-    if (le >= 0 && (same & ((1u << lane) - 1u)) == 0) next[le] += __popc(same);
-    __syncwarp();
-    if (i < end) {
-      pair_pos[i] = pos;
-      if (pos >= 0) {
-        x_row[pos] = i / k;
-        row_weight[pos] = w[s];
+    bool single = false;
+    if (le >= 0) {
+      const int w0 = i - lane;
+      if constexpr (kSingle == kSingleAnyK) {
+        single = token_owns_one_pair(owned, i, k, w0, min(w0 + 32, pairs), ids, start, E);
+      } else {  // k is a power of two: the token's slots start at lane & ~(k - 1)
+        single = one_owned_in_window(owned, lane & ~(k - 1), k);
       }
     }
-    if constexpr (kSingle != kNoSingle) {
-      const unsigned owned = __ballot_sync(~0u, le >= 0);
-      const int w0 = base + 32 * s;
-      bool single = false;
-      if (le >= 0) {
-        if constexpr (kSingle == kSingleAnyK) {
-          single = token_owns_one_pair(owned, i, k, w0, min(w0 + 32, end), ids, start, E);
-        } else {  // k is a power of two: the token's slots start at lane & ~(k - 1)
-          single = one_owned_in_window(owned, lane & ~(k - 1), k);
-        }
-      }
-      record_single_pairs(out_token, expert_has_out, pos, single, i / k, le, same, lane);
-    }
+    record_single_pairs(out_token, expert_has_out, pos, single, i / k, le, same, lane);
   }
 }
 
@@ -206,15 +242,20 @@ __global__ void group_scatter_kernel(const int32_t* ids, const float* weights, i
 cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** failed_kernel) {
   const int pairs = a.T * a.k;
   const int E = a.expert_count;
-  *failed_kernel = "group_hist";
+  *failed_kernel = "group_rank";
   if (E <= 0 || E > kMaxLocal || (a.out_token && !a.expert_has_out) ||
       (a.beta_out && !a.linear_beta_out))
     return cudaErrorInvalidValue;
   const int chunks = group_num_chunks(pairs);
-  const size_t smem = static_cast<size_t>(E) * sizeof(int32_t);
   if (chunks > 0) {
-    if (cudaError_t e = pdl::launch_pdl(group_hist_kernel, dim3(chunks), dim3(256), smem, stream,
-                                        a.ids, pairs, a.expert_start, E, a.scratch);
+    const int walkers = rank_walkers(E);
+    auto* rank = walkers == 8   ? group_rank_kernel<kChunkSteps / 8>
+                 : walkers == 4 ? group_rank_kernel<kChunkSteps / 4>
+                 : walkers == 2 ? group_rank_kernel<kChunkSteps / 2>
+                                : group_rank_kernel<kChunkSteps>;
+    const size_t smem = static_cast<size_t>(walkers) * E * sizeof(int32_t);
+    if (cudaError_t e = pdl::launch_pdl(rank, dim3(chunks), dim3(kRankThreads), smem, stream,
+                                        a.ids, pairs, a.expert_start, E, a.scratch, a.pair_pos);
         e != cudaSuccess)
       return e;
   }
@@ -227,13 +268,13 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
       e != cudaSuccess)
     return e;
   if (chunks > 0) {
-    *failed_kernel = "group_scatter";
-    auto* scatter = !a.out_token      ? group_scatter_kernel<kNoSingle>
-                    : 32 % a.k == 0 ? group_scatter_kernel<kSingleWindow>
-                                    : group_scatter_kernel<kSingleAnyK>;
-    if (cudaError_t e = pdl::launch_pdl(scatter,
-                                        dim3(chunks), dim3(32), smem,
-                                        stream, a.ids, a.weights, pairs, a.k, a.expert_start, E,
+    *failed_kernel = "group_place";
+    auto* place = !a.out_token      ? group_place_kernel<kNoSingle>
+                  : 32 % a.k == 0 ? group_place_kernel<kSingleWindow>
+                                  : group_place_kernel<kSingleAnyK>;
+    const int ctas = (pairs + kPlaceThreads - 1) / kPlaceThreads;
+    if (cudaError_t e = pdl::launch_pdl(place, dim3(ctas), dim3(kPlaceThreads), 0, stream,
+                                        a.ids, a.weights, pairs, a.k, a.expert_start, E, chunks,
                                         a.scratch, a.expert_offsets, a.x_row, a.row_weight,
                                         a.pair_pos, a.out_token,
                                         a.out_token ? a.expert_has_out : nullptr);
