@@ -290,6 +290,17 @@ void run_group_case(const std::vector<int32_t>& ids, int T, int k, int start, in
   EXPECT_EQ(has.download(), want.has_out) << name;
   const auto gw = rw.download(rows);
   EXPECT_EQ(0, std::memcmp(gw.data(), want.row_weight.data(), rows * 4)) << name;
+  // Without out_token (the kernels' variant that skips the single-pair test): the same order.
+  CUDA_OK(cudaMemset(off.get(), 0xFF, (count + 1) * 4));
+  CUDA_OK(cudaMemset(pp.get(), 0x7F, P * 4));
+  CUDA_OK(cudaMemset(xr.get(), 0x7F, P * 4));
+  a.out_token = nullptr;
+  a.expert_has_out = nullptr;
+  CUDA_OK(smxx::launch_group(a, nullptr, &failed));
+  CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(off.download(), want.offsets) << name << " without out_token";
+  EXPECT_EQ(pp.download(), want.pair_pos) << name << " without out_token";
+  EXPECT_EQ(xr.download(rows), want.x_row) << name << " without out_token";
   int empty = 0, single = 0;
   for (int e = 0; e < count; ++e) empty += want.offsets[e] == want.offsets[e + 1];
   for (int32_t t : want.out_token) single += t >= 0;

@@ -7,18 +7,20 @@
 //                  expert goes to pair_pos[i] (-1 if not owned), the chunk's count per expert to
 //                  scratch[le, c] (expert-major, so the scan reads an expert's counts as
 //                  contiguous lines). The chunk's 32-pair steps are split among `walkers`
-//                  warps (as many as shared memory holds a counter array for: 8 up to 1536
+//                  warps (as many as shared memory holds a counter array for: 8 up to 1530
 //                  local experts); a walker takes its steps in order, and lanes with the same
 //                  expert find each other with __match_any_sync and rank by lane order; then a
-//                  scan across the walkers' counters per expert. (One warp walking all 32 steps
-//                  of its chunk while also placing the pairs took ~13 us at EP16 T=16384,
-//                  bench/NOTES.md G round 7.)
-//  2. group_scan : one CTA; per expert (a warp) an exclusive scan along the chunks, then an
-//                  exclusive scan of the per-expert totals -> expert_offsets[0..E];
-//                  scratch[le, c] becomes chunk c's first row of expert le, counted from the
-//                  expert's first row (expert_offsets[le]). It also writes the local SiTU
-//                  parameters when asked (GroupArgs::beta_out: a kernel of their own cost a
-//                  launch and ~3 us, bench/NOTES.md G round 6).
+//                  scan across the walkers' counters per expert. With out_token it also tests
+//                  whether each pair's token owns no other pair and flags the rank and the
+//                  chunk's count (kSingleFlag). (One warp walking all 32 steps of its chunk
+//                  while also placing the pairs took ~13 us at EP16 T=16384, bench/NOTES.md G
+//                  round 7.)
+//  2. group_scan : one CTA; per expert an exclusive scan along the chunks, then an exclusive
+//                  scan of the per-expert totals -> expert_offsets[0..E]; scratch[le, c]
+//                  becomes chunk c's first row of expert le, counted from the expert's first
+//                  row (expert_offsets[le]); expert_has_out[le] = any chunk's flag. It also
+//                  writes the local SiTU parameters when asked (GroupArgs::beta_out: a kernel
+//                  of their own cost a launch and ~3 us, bench/NOTES.md G round 6).
 //  3. group_place: one thread per pair: row = offsets[le] + scratch[le, c] + rank, then
 //                  pair_pos / x_row / row_weight (and out_token) at that row. So rows are
 //                  ordered by (expert, token, slot): stable.
@@ -26,9 +28,11 @@
 // pair_pos[i] = sorted row of pair i, or -1 (id -1, another rank's id, or any id out of range);
 // when asked, out_token[p] = the token if it owns no other pair (GEMM2 then writes its out row
 // itself: smxx/gemm2_store.cuh), else -1, and expert_has_out[e] = 1 if any of expert e's rows
-// has one (zeroed by group_scan, set by group_place with integer atomicOr), else 0.
+// has one, else 0. No atomics in global memory (the placement's integer atomicOr per warp and
+// expert on expert_has_out, every warp's at once: bench/NOTES.md G round 8).
 // Launched with PDL (smxx/pdl.cuh): each kernel waits before touching its predecessor's data.
-// Limitations: expert_count <= kMaxLocal (one counter array in 48 KB of shared memory).
+// Limitations: expert_count <= kMaxLocal (one counter array and E bits in 48 KB of shared
+// memory).
 #include "smxx/glue.h"
 #include "smxx/group_pairs.cuh"
 #include "smxx/pdl.cuh"
@@ -39,32 +43,48 @@ namespace {
 
 constexpr int kMaxLocal = 8192;
 constexpr int kScanThreads = 1024;
-constexpr int kScanBatch = 8;  // 32-chunk groups a scan warp loads at once
+constexpr int kScanExperts = 3;  // experts a scan warp loads at once (4 spill at 64 registers)
+constexpr int kScanLaneChunks = 8;  // consecutive chunks per lane and expert
+constexpr int kScanBatch = 32 * kScanLaneChunks;  // chunks per warp and expert at once
 constexpr int kRankThreads = 256;
 constexpr int kRankSmemInts = 12288;  // 48 KB: no opt-in attribute (graph-capture friendly)
 constexpr int kChunkSteps = kGroupChunk / 32;
 constexpr int kPlaceThreads = 256;
+// group_rank -> group_scan / group_place: a pair's rank (pair_pos) and a chunk's count per
+// expert (scratch) are below kGroupChunk; bit 30 says "the pair's token owns no other pair" /
+// "one of the chunk's pairs of this expert is such a pair" (then group_scan sets
+// expert_has_out, group_place out_token, without atomics in global memory).
+constexpr int32_t kSingleFlag = 1 << 30;
 static_assert(kGroupChunk % 32 == 0, "a chunk is walked 32 pairs at a time");
-static_assert(kMaxLocal <= kRankSmemInts, "one walker's counters must fit shared memory");
+static_assert(kGroupChunk < kSingleFlag, "ranks and counts stay below the flag bit");
+static_assert(kMaxLocal + kMaxLocal / 32 <= kRankSmemInts,
+              "one walker's counters and the single-pair bits must fit shared memory");
 
 // Walkers (warps) per chunk for E local experts: a power of two, at most 8, with one E-counter
-// array each in kRankSmemInts. Each walks kChunkSteps / walkers consecutive 32-pair steps.
+// array each plus E bits in kRankSmemInts. Each walks kChunkSteps / walkers consecutive steps.
 int rank_walkers(int E) {
   int w = 8;
-  while (w > 1 && w * E > kRankSmemInts) w /= 2;
+  while (w > 1 && w * E + (E + 31) / 32 > kRankSmemInts) w /= 2;
   return w;
 }
 
-template <int kSteps>  // 32-pair steps per walker; walkers = kChunkSteps / kSteps
+// kSingle: kNoSingle, no out_token; kSingleWindow, k divides 32: every token lies inside one
+// 32-pair step (steps start at multiples of 32) and the test is a shifted ballot; kSingleAnyK:
+// a token's pairs may straddle a step, then its ids are read again.
+enum { kNoSingle = 0, kSingleWindow = 1, kSingleAnyK = 2 };
+
+template <int kSteps, int kSingle>  // 32-pair steps per walker; walkers = kChunkSteps / kSteps
 __global__ void __launch_bounds__(kRankThreads)
-    group_rank_kernel(const int32_t* ids, int pairs, int start, int E, int32_t* scratch,
+    group_rank_kernel(const int32_t* ids, int pairs, int k, int start, int E, int32_t* scratch,
                       int32_t* pair_pos) {
   constexpr int kWalkers = kChunkSteps / kSteps;
   static_assert(kWalkers * 32 <= kRankThreads, "every walker is a warp of the CTA");
-  extern __shared__ int32_t cnt[];  // [kWalkers][E]: walker w's count per expert
+  extern __shared__ int32_t cnt[];  // [kWalkers][E]: walker w's count per expert; then E bits
+  uint32_t* single_bits = reinterpret_cast<uint32_t*>(cnt + kWalkers * E);
+  const int bit_words = kSingle != kNoSingle ? (E + 31) / 32 : 0;
   pdl::wait();
   pdl::launch_dependents();
-  for (int e = threadIdx.x; e < kWalkers * E; e += kRankThreads) cnt[e] = 0;
+  for (int e = threadIdx.x; e < kWalkers * E + bit_words; e += kRankThreads) cnt[e] = 0;
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int base = blockIdx.x * kGroupChunk + warp * kSteps * 32;  // this walker's first pair
@@ -85,6 +105,22 @@ __global__ void __launch_bounds__(kRankThreads)
       __syncwarp();
       if (le[s] >= 0 && before == 0) mine[le[s]] += __popc(same);
       __syncwarp();
+      if constexpr (kSingle != kNoSingle) {
+        const unsigned owned = __ballot_sync(~0u, le[s] >= 0);
+        bool single = false;
+        if (le[s] >= 0) {
+          const int i = base + 32 * s + lane, w0 = base + 32 * s;
+          if constexpr (kSingle == kSingleAnyK) {
+            single = token_owns_one_pair(owned, i, k, w0, min(w0 + 32, end), ids, start, E);
+          } else {  // k is a power of two: the token's slots start at lane & ~(k - 1)
+            single = one_owned_in_window(owned, lane & ~(k - 1), k);
+          }
+        }
+        if (single) {
+          rank[s] |= kSingleFlag;
+          atomicOr(single_bits + (le[s] >> 5), 1u << (le[s] & 31));  // shared memory
+        }
+      }
     }
   }
   __syncthreads();
@@ -97,6 +133,7 @@ __global__ void __launch_bounds__(kRankThreads)
       cnt[w * E + e] = run;
       run += v;
     }
+    if (kSingle != kNoSingle && ((single_bits[e >> 5] >> (e & 31)) & 1u)) run |= kSingleFlag;
     scratch[static_cast<size_t>(e) * gridDim.x + blockIdx.x] = run;
   }
   __syncthreads();
@@ -128,8 +165,6 @@ __global__ void __launch_bounds__(kScanThreads)
   __shared__ int32_t warp_sums[kScanThreads / 32];
   pdl::wait();
   pdl::launch_dependents();
-  if (expert_has_out)  // group_place ORs into it
-    for (int e = threadIdx.x; e < E; e += blockDim.x) expert_has_out[e] = 0;
   if (fill.beta_out)
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
       fill.beta_out[e] = fill.per_beta ? fill.per_beta[fill.start + e] : fill.beta;
@@ -137,30 +172,62 @@ __global__ void __launch_bounds__(kScanThreads)
           fill.per_linear_beta ? fill.per_linear_beta[fill.start + e] : fill.linear_beta;
       if (fill.h_ready) fill.h_ready[e] = 0;
     }
-  // Per expert (one warp each): exclusive scan along the chunks, kScanBatch x 32 chunks per round
-  // with all their loads in flight (a serial walk down 256 chunks, one dependent load at a time,
-  // took ~80 us at T=16384, k=16 on the H200; chunk-major counts, one sector per load, ~27 us);
-  // the total goes to totals[e].
+  // Per expert: an exclusive scan along the chunks; the total goes to totals[e], the OR of the
+  // chunks' single-pair flags to expert_has_out[e]. A warp takes kScanExperts experts at once
+  // (e = warp, warp + 32, ...) with all their loads in flight, lane l the kScanLaneChunks
+  // consecutive chunks from c0 + 8 l of each: a serial sum over them, then one warp scan per
+  // expert. (A warp per expert with one dependent L2 round trip each cost ~0.6 us per 32
+  // experts, ~4.7 us at 224: bench/NOTES.md G round 7; before that a serial walk down 256
+  // chunks took ~80 us at T=16384, k=16.)
+  constexpr int kWarps = kScanThreads / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int e = warp; e < E; e += kScanThreads / 32) {
-    int32_t* counts = scratch + static_cast<size_t>(e) * chunks;
-    int32_t run = 0;
-    for (int c0 = 0; c0 < chunks; c0 += kScanBatch * 32) {
-      int32_t v[kScanBatch];
+  for (int e0 = warp; e0 < E; e0 += kWarps * kScanExperts) {
+    int32_t run[kScanExperts];
+    uint32_t flags[kScanExperts];
 #pragma unroll
-      for (int b = 0; b < kScanBatch; ++b) {
-        const int c = c0 + 32 * b + lane;
-        v[b] = c < chunks ? counts[c] : 0;
+    for (int g = 0; g < kScanExperts; ++g) run[g] = 0, flags[g] = 0u;
+    for (int c0 = 0; c0 < chunks; c0 += kScanBatch) {
+      int32_t v[kScanExperts][kScanLaneChunks];
+#pragma unroll
+      for (int g = 0; g < kScanExperts; ++g) {
+        const int e = e0 + g * kWarps;
+#pragma unroll
+        for (int b = 0; b < kScanLaneChunks; ++b) {
+          const int c = c0 + lane * kScanLaneChunks + b;
+          v[g][b] = e < E && c < chunks ? scratch[static_cast<size_t>(e) * chunks + c] : 0;
+        }
       }
 #pragma unroll
-      for (int b = 0; b < kScanBatch; ++b) {
-        const int32_t incl = warp_inclusive_sum(v[b], lane);
-        const int c = c0 + 32 * b + lane;
-        if (c < chunks) counts[c] = run + incl - v[b];
-        run += __shfl_sync(0xFFFFFFFFu, incl, 31);
+      for (int g = 0; g < kScanExperts; ++g) {
+        const int e = e0 + g * kWarps;
+        int32_t local = 0;  // v becomes the exclusive prefix within the lane's chunks
+#pragma unroll
+        for (int b = 0; b < kScanLaneChunks; ++b) {
+          const int32_t x = v[g][b];
+          flags[g] |= static_cast<uint32_t>(x);
+          v[g][b] = local;
+          local += x & ~kSingleFlag;
+        }
+        const int32_t incl = warp_inclusive_sum(local, lane);
+        const int32_t first = run[g] + incl - local;  // rows before the lane's first chunk
+#pragma unroll
+        for (int b = 0; b < kScanLaneChunks; ++b) {
+          const int c = c0 + lane * kScanLaneChunks + b;
+          if (e < E && c < chunks) scratch[static_cast<size_t>(e) * chunks + c] = first + v[g][b];
+        }
+        run[g] += __shfl_sync(0xFFFFFFFFu, incl, 31);
       }
     }
-    if (lane == 0) totals[e] = run;
+#pragma unroll
+    for (int g = 0; g < kScanExperts; ++g) {
+      const int e = e0 + g * kWarps;
+      const uint32_t any = __reduce_or_sync(0xFFFFFFFFu, flags[g]);
+      if (lane == 0 && e < E) {
+        totals[e] = run[g];
+        if (expert_has_out)
+          expert_has_out[e] = (any & static_cast<uint32_t>(kSingleFlag)) != 0u ? 1 : 0;
+      }
+    }
   }
   __syncthreads();
   // Exclusive scan of the totals: each thread a contiguous segment, then warp scans of the
@@ -194,47 +261,36 @@ __global__ void __launch_bounds__(kScanThreads)
   // scratch[e, c] stays relative to expert e's first row: group_place adds offsets[e].
 }
 
-// kSingle: kNoSingle, no out_token; kSingleWindow, k divides 32: every token lies inside its
-// warp's 32 pairs (a warp's first pair is a multiple of 32) and the test is a shifted ballot;
-// kSingleAnyK: a token's pairs may straddle the warp's window, then its ids are read again.
-enum { kNoSingle = 0, kSingleWindow = 1, kSingleAnyK = 2 };
-template <int kSingle>
+using RankKernel = void (*)(const int32_t*, int, int, int, int, int32_t*, int32_t*);
+template <int kSteps>
+RankKernel rank_kernel(int single) {
+  return single == kNoSingle       ? group_rank_kernel<kSteps, kNoSingle>
+         : single == kSingleWindow ? group_rank_kernel<kSteps, kSingleWindow>
+                                   : group_rank_kernel<kSteps, kSingleAnyK>;
+}
+
+// One thread per pair; out_token (may be null) from group_rank's single-pair flag.
 __global__ void __launch_bounds__(kPlaceThreads)
     group_place_kernel(const int32_t* ids, const float* weights, int pairs, int k, int start,
                        int E, int chunks, const int32_t* scratch, const int32_t* offsets,
                        int32_t* x_row, float* row_weight, int32_t* pair_pos,
-                       int32_t* out_token, int32_t* expert_has_out) {
+                       int32_t* out_token) {
   pdl::wait();
   pdl::launch_dependents();
-  const int i = blockIdx.x * kPlaceThreads + threadIdx.x, lane = threadIdx.x & 31;
-  const bool in = i < pairs;
-  const int le = in ? local_expert(ids[i], start, E) : -1;
-  const int32_t rank = in ? pair_pos[i] : -1;  // group_rank's rank within the chunk
-  const float w = in ? weights[i] : 0.0f;
+  const int i = blockIdx.x * kPlaceThreads + threadIdx.x;
+  if (i >= pairs) return;
+  const int le = local_expert(ids[i], start, E);
+  const int32_t rank = pair_pos[i];  // group_rank's rank within the chunk (| kSingleFlag)
+  const float w = weights[i];
   int pos = -1;
-  if (le >= 0)
-    pos = offsets[le] + scratch[static_cast<size_t>(le) * chunks + i / kGroupChunk] + rank;
-  if (in) {
-    pair_pos[i] = pos;
-    if (pos >= 0) {
-      x_row[pos] = i / k;
-      row_weight[pos] = w;
-    }
+  if (le >= 0) {
+    pos = offsets[le] + scratch[static_cast<size_t>(le) * chunks + i / kGroupChunk] +
+          (rank & ~kSingleFlag);
+    x_row[pos] = i / k;
+    row_weight[pos] = w;
+    if (out_token) out_token[pos] = (rank & kSingleFlag) != 0 ? i / k : -1;
   }
-  if constexpr (kSingle != kNoSingle) {
-    const unsigned owned = __ballot_sync(~0u, le >= 0);
-    const unsigned same = __match_any_sync(~0u, le);
-    bool single = false;
-    if (le >= 0) {
-      const int w0 = i - lane;
-      if constexpr (kSingle == kSingleAnyK) {
-        single = token_owns_one_pair(owned, i, k, w0, min(w0 + 32, pairs), ids, start, E);
-      } else {  // k is a power of two: the token's slots start at lane & ~(k - 1)
-        single = one_owned_in_window(owned, lane & ~(k - 1), k);
-      }
-    }
-    record_single_pairs(out_token, expert_has_out, pos, single, i / k, le, same, lane);
-  }
+  pair_pos[i] = pos;
 }
 
 }  // namespace
@@ -249,13 +305,15 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
   const int chunks = group_num_chunks(pairs);
   if (chunks > 0) {
     const int walkers = rank_walkers(E);
-    auto* rank = walkers == 8   ? group_rank_kernel<kChunkSteps / 8>
-                 : walkers == 4 ? group_rank_kernel<kChunkSteps / 4>
-                 : walkers == 2 ? group_rank_kernel<kChunkSteps / 2>
-                                : group_rank_kernel<kChunkSteps>;
-    const size_t smem = static_cast<size_t>(walkers) * E * sizeof(int32_t);
+    const int single = !a.out_token ? kNoSingle : 32 % a.k == 0 ? kSingleWindow : kSingleAnyK;
+    const RankKernel rank = walkers == 8   ? rank_kernel<kChunkSteps / 8>(single)
+                            : walkers == 4 ? rank_kernel<kChunkSteps / 4>(single)
+                            : walkers == 2 ? rank_kernel<kChunkSteps / 2>(single)
+                                           : rank_kernel<kChunkSteps>(single);
+    const size_t smem = (static_cast<size_t>(walkers) * E + (E + 31) / 32) * sizeof(int32_t);
     if (cudaError_t e = pdl::launch_pdl(rank, dim3(chunks), dim3(kRankThreads), smem, stream,
-                                        a.ids, pairs, a.expert_start, E, a.scratch, a.pair_pos);
+                                        a.ids, pairs, a.k, a.expert_start, E, a.scratch,
+                                        a.pair_pos);
         e != cudaSuccess)
       return e;
   }
@@ -269,15 +327,11 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
     return e;
   if (chunks > 0) {
     *failed_kernel = "group_place";
-    auto* place = !a.out_token      ? group_place_kernel<kNoSingle>
-                  : 32 % a.k == 0 ? group_place_kernel<kSingleWindow>
-                                  : group_place_kernel<kSingleAnyK>;
     const int ctas = (pairs + kPlaceThreads - 1) / kPlaceThreads;
-    if (cudaError_t e = pdl::launch_pdl(place, dim3(ctas), dim3(kPlaceThreads), 0, stream,
-                                        a.ids, a.weights, pairs, a.k, a.expert_start, E, chunks,
-                                        a.scratch, a.expert_offsets, a.x_row, a.row_weight,
-                                        a.pair_pos, a.out_token,
-                                        a.out_token ? a.expert_has_out : nullptr);
+    if (cudaError_t e = pdl::launch_pdl(group_place_kernel, dim3(ctas), dim3(kPlaceThreads), 0,
+                                        stream, a.ids, a.weights, pairs, a.k, a.expert_start, E,
+                                        chunks, a.scratch, a.expert_offsets, a.x_row,
+                                        a.row_weight, a.pair_pos, a.out_token);
         e != cudaSuccess)
       return e;
   }
