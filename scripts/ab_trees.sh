@@ -6,14 +6,13 @@
 #   extracts each git REF into build-ab/NAME (ignored; carry [".deps", "build-ab"]).
 # Device:           bash scripts/ab_trees.sh run VARIANT ...
 #   VARIANT = NAME or NAME@VAR=VALUE[+VAR=VALUE...] (values may hold commas, e.g.
-#   MXMOE_SM90_WS_TUNE=2,8,0); NAME "." is the working tree. Builds every
-#   tree named once (in parallel), runs the grouped-GEMM tests of the working tree (not with
-#   AB_GEMM=0), then the GEMM-only bench (`*DISABLED_WsConsumers*`) and `mxmoe bench` for the
-#   variants in turn, twice
-#   (a b a b), each run under `timeout` (a deadlocked variant costs its timeout, not the call),
-#   and prints a table last. Environment: AB_TOKENS (default 4096,8192,16384), AB_LAYOUTS
-#   (ep16,tp8ep4), AB_TIMEOUT (seconds per run, default 90), AB_GEMM=0 (end to end only, no
-#   GEMM-only runs), AB_TARGETS (ninja targets built per tree, default
+#   MXMOE_SM90_WS_TUNE=2,8,0); NAME "." is the working tree. Builds every tree named once (in
+#   parallel), runs the grouped-GEMM tests of the working tree (not with AB_GEMM=0), then the
+#   GEMM-only bench (`*DISABLED_WsConsumers*`) and `mxmoe bench` for the variants in turn,
+#   twice (a b a b), each run under `timeout` (a deadlocked variant costs its timeout, not the
+#   call), and prints a table last. Environment: AB_TOKENS (default 4096,8192,16384),
+#   AB_LAYOUTS (ep16,tp8ep4), AB_TIMEOUT (seconds per run, default 90), AB_GEMM=0 (end to end
+#   only, no GEMM-only runs), AB_TARGETS (ninja targets built per tree, default
 #   "test_sm90_grouped_gemm mxmoe"). Logs go to $OUT (else build-ab/logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
