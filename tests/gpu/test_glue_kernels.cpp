@@ -216,6 +216,48 @@ TEST(GpuRoute, SmallExpertCountAndWideTopK) {
   run_route_case(33, 40, 40, true, 1.0f, false, 8);
 }
 
+// The grouping's device outputs and scratch for P pairs and El local experts, and the
+// GroupArgs that point at them (ids / weights are the caller's; single_out: out_token and
+// expert_has_out; situ: the SiTU fill with beta 4.0 / linear_beta 25.0 unless per-expert
+// arrays are given, and h_ready).
+struct GroupBuffers {
+  DevBuf<int32_t> scratch, off, xrow, pos, otok, has, ready;
+  DevBuf<float> roww, beta, lbeta;
+  GroupBuffers(int P, int El)
+      : scratch(smxx::group_scratch_ints(P, El)), off(El + 1), xrow(P), pos(P), otok(P), has(El),
+        ready(El), roww(P), beta(El), lbeta(El) {}
+  smxx::GroupArgs args(const int32_t* ids, const float* w, int T, int k, int start, int El,
+                       bool single_out, bool situ, const float* per_beta = nullptr,
+                       const float* per_linear_beta = nullptr) const {
+    smxx::GroupArgs a;
+    a.ids = ids;
+    a.weights = w;
+    a.T = T;
+    a.k = k;
+    a.expert_start = start;
+    a.expert_count = El;
+    a.scratch = scratch.get();
+    a.expert_offsets = off.get();
+    a.x_row = xrow.get();
+    a.row_weight = roww.get();
+    a.pair_pos = pos.get();
+    if (single_out) {
+      a.out_token = otok.get();
+      a.expert_has_out = has.get();
+    }
+    if (situ) {
+      a.per_expert_beta = per_beta;
+      a.beta = 4.0f;
+      a.per_expert_linear_beta = per_linear_beta;
+      a.linear_beta = 25.0f;
+      a.beta_out = beta.get();
+      a.linear_beta_out = lbeta.get();
+      a.h_ready = ready.get();
+    }
+    return a;
+  }
+};
+
 // A plain CPU stable sort of the pairs by local expert: the grouping's specification.
 // out_token[p]: the token of row p when it owns no other pair, else -1; has_out[e]: 1 when any
 // of expert e's rows has one.
@@ -257,50 +299,36 @@ void run_group_case(const std::vector<int32_t>& ids, int T, int k, int start, in
   for (auto& v : w) v = static_cast<float>(r.uniform());
   const Grouping want = cpu_group(ids, w, k, start, count);
   const int P = T * k;
-  DevBuf<int32_t> di, scratch(smxx::group_scratch_ints(P, count)), off(count + 1), xr(P), pp(P),
-      ot(P), has(count);
-  DevBuf<float> dw, rw(P);
+  DevBuf<int32_t> di;
+  DevBuf<float> dw;
   di.upload(ids);
   dw.upload(w);
-  CUDA_OK(cudaMemset(off.get(), 0xFF, (count + 1) * 4));
-  CUDA_OK(cudaMemset(pp.get(), 0x7F, P * 4));
-  smxx::GroupArgs a;
-  a.ids = di.get();
-  a.weights = dw.get();
-  a.T = T;
-  a.k = k;
-  a.expert_start = start;
-  a.expert_count = count;
-  a.scratch = scratch.get();
-  a.expert_offsets = off.get();
-  a.x_row = xr.get();
-  a.row_weight = rw.get();
-  a.pair_pos = pp.get();
-  a.out_token = ot.get();
-  a.expert_has_out = has.get();
-  CUDA_OK(cudaMemset(has.get(), 0x7F, count * 4));  // the grouping must clear it
+  GroupBuffers b(P, count);
+  CUDA_OK(cudaMemset(b.off.get(), 0xFF, (count + 1) * 4));
+  CUDA_OK(cudaMemset(b.pos.get(), 0x7F, P * 4));
+  CUDA_OK(cudaMemset(b.has.get(), 0x7F, count * 4));  // the grouping must clear it
+  smxx::GroupArgs a = b.args(di.get(), dw.get(), T, k, start, count, true, false);
   const char* failed = nullptr;
   CUDA_OK(smxx::launch_group(a, nullptr, &failed));
   CUDA_OK(cudaDeviceSynchronize());
-  EXPECT_EQ(off.download(), want.offsets) << name;
-  EXPECT_EQ(pp.download(), want.pair_pos) << name;
+  EXPECT_EQ(b.off.download(), want.offsets) << name;
+  EXPECT_EQ(b.pos.download(), want.pair_pos) << name;
   const size_t rows = want.x_row.size();
-  EXPECT_EQ(xr.download(rows), want.x_row) << name;
-  EXPECT_EQ(ot.download(rows), want.out_token) << name;
-  EXPECT_EQ(has.download(), want.has_out) << name;
-  const auto gw = rw.download(rows);
+  EXPECT_EQ(b.xrow.download(rows), want.x_row) << name;
+  EXPECT_EQ(b.otok.download(rows), want.out_token) << name;
+  EXPECT_EQ(b.has.download(), want.has_out) << name;
+  const auto gw = b.roww.download(rows);
   EXPECT_EQ(0, std::memcmp(gw.data(), want.row_weight.data(), rows * 4)) << name;
   // Without out_token (the kernels' variant that skips the single-pair test): the same order.
-  CUDA_OK(cudaMemset(off.get(), 0xFF, (count + 1) * 4));
-  CUDA_OK(cudaMemset(pp.get(), 0x7F, P * 4));
-  CUDA_OK(cudaMemset(xr.get(), 0x7F, P * 4));
-  a.out_token = nullptr;
-  a.expert_has_out = nullptr;
+  CUDA_OK(cudaMemset(b.off.get(), 0xFF, (count + 1) * 4));
+  CUDA_OK(cudaMemset(b.pos.get(), 0x7F, P * 4));
+  CUDA_OK(cudaMemset(b.xrow.get(), 0x7F, P * 4));
+  a = b.args(di.get(), dw.get(), T, k, start, count, false, false);
   CUDA_OK(smxx::launch_group(a, nullptr, &failed));
   CUDA_OK(cudaDeviceSynchronize());
-  EXPECT_EQ(off.download(), want.offsets) << name << " without out_token";
-  EXPECT_EQ(pp.download(), want.pair_pos) << name << " without out_token";
-  EXPECT_EQ(xr.download(rows), want.x_row) << name << " without out_token";
+  EXPECT_EQ(b.off.download(), want.offsets) << name << " without out_token";
+  EXPECT_EQ(b.pos.download(), want.pair_pos) << name << " without out_token";
+  EXPECT_EQ(b.xrow.download(rows), want.x_row) << name << " without out_token";
   int empty = 0, single = 0;
   for (int e = 0; e < count; ++e) empty += want.offsets[e] == want.offsets[e + 1];
   for (int32_t t : want.out_token) single += t >= 0;
@@ -425,7 +453,9 @@ void run_combine_case(bool skip_single, int T = 29, int k = 16, int own_pct = 75
   // At least the tokens t % 3 == 0, t % 7 != 0 own exactly one pair (T = 29: 3, 6, 9, 12, 15,
   // 18, 24, 27: the others own ~3/4 of their slots).
   EXPECT_GE(singles, ruled);
-  if (T == 29) EXPECT_EQ(singles, 8);
+  if (T == 29) {
+    EXPECT_EQ(singles, 8);
+  }
   EXPECT_EQ(skipped, skip_single ? singles : 0) << "T " << T << " k " << k;
   // The gap between rows must be untouched (poison 0xFFFFFFFF is a NaN pattern).
   uint32_t gap;
@@ -623,37 +653,27 @@ void run_prologue_case(const PrologueCase& c) {
   const void* src = c.f32_input ? static_cast<const void*>(dxf.get()) : dxb.get();
 
   struct Out {
+    Out(int T, int H, int P, int El) : xq(static_cast<size_t>(T) * H), rid(P), rw(P), grp(P, El) {}
     DevBuf<uint16_t> xq;
-    DevBuf<int32_t> rid, off, xrow, pos, otok, has, scratch, ready;  // ready: h_ready [El]
-    DevBuf<float> rw, roww, beta, lbeta;
-  } sep, fused;
+    DevBuf<int32_t> rid;
+    DevBuf<float> rw;
+    GroupBuffers grp;
+  } sep(T, H, P, El), fused(T, H, P, El);
   for (Out* o : {&sep, &fused}) {
-    o->xq.alloc(static_cast<size_t>(T) * H);
-    o->rid.alloc(P);
-    o->rw.alloc(P);
-    o->off.alloc(El + 1);
-    o->xrow.alloc(P);
-    o->pos.alloc(P);
-    o->otok.alloc(P);
-    o->has.alloc(El);
-    o->roww.alloc(P);
-    o->beta.alloc(El);
-    o->lbeta.alloc(El);
-    o->scratch.alloc(smxx::group_scratch_ints(P, El));
-    o->ready.alloc(El);
     // Same poison in both, so untouched tails compare equal too.
     CUDA_OK(cudaMemset(o->xq.get(), 0xAB, o->xq.size() * 2));
     CUDA_OK(cudaMemset(o->rid.get(), 0xAB, P * 4));
     CUDA_OK(cudaMemset(o->rw.get(), 0xAB, P * 4));
-    CUDA_OK(cudaMemset(o->off.get(), 0xAB, (El + 1) * 4));
-    CUDA_OK(cudaMemset(o->xrow.get(), 0xAB, P * 4));
-    CUDA_OK(cudaMemset(o->pos.get(), 0xAB, P * 4));
-    CUDA_OK(cudaMemset(o->otok.get(), 0xAB, P * 4));
-    CUDA_OK(cudaMemset(o->has.get(), 0xAB, El * 4));
-    CUDA_OK(cudaMemset(o->roww.get(), 0xAB, P * 4));
-    CUDA_OK(cudaMemset(o->beta.get(), 0xAB, El * 4));
-    CUDA_OK(cudaMemset(o->lbeta.get(), 0xAB, El * 4));
-    CUDA_OK(cudaMemset(o->ready.get(), 0xAB, El * 4));
+    GroupBuffers& g = o->grp;
+    CUDA_OK(cudaMemset(g.off.get(), 0xAB, (El + 1) * 4));
+    CUDA_OK(cudaMemset(g.xrow.get(), 0xAB, P * 4));
+    CUDA_OK(cudaMemset(g.pos.get(), 0xAB, P * 4));
+    CUDA_OK(cudaMemset(g.otok.get(), 0xAB, P * 4));
+    CUDA_OK(cudaMemset(g.has.get(), 0xAB, El * 4));
+    CUDA_OK(cudaMemset(g.roww.get(), 0xAB, P * 4));
+    CUDA_OK(cudaMemset(g.beta.get(), 0xAB, El * 4));
+    CUDA_OK(cudaMemset(g.lbeta.get(), 0xAB, El * 4));
+    CUDA_OK(cudaMemset(g.ready.get(), 0xAB, El * 4));
   }
   const float* pbp = c.per_expert_beta ? dpb.get() : nullptr;
   const float* plbp = c.per_expert_beta ? dplb.get() : nullptr;
@@ -663,27 +683,10 @@ void run_prologue_case(const PrologueCase& c) {
   if (c.gpu_routing)
     CUDA_OK(smxx::launch_route_kimi(dlog.get(), c.E_total, dbias.get(), T, c.E_total, k, true,
                                     1.0f, sep.rid.get(), sep.rw.get(), nullptr));
-  smxx::GroupArgs g;
-  g.ids = c.gpu_routing ? sep.rid.get() : dids.get();
-  g.weights = c.gpu_routing ? sep.rw.get() : dw.get();
-  g.T = T;
-  g.k = k;
-  g.expert_start = c.start;
-  g.expert_count = El;
-  g.scratch = sep.scratch.get();
-  g.expert_offsets = sep.off.get();
-  g.x_row = sep.xrow.get();
-  g.row_weight = sep.roww.get();
-  g.pair_pos = sep.pos.get();
-  g.out_token = sep.otok.get();
-  g.expert_has_out = sep.has.get();
-  g.per_expert_beta = pbp;  // the SiTU parameters through the grouping's scan, as run_moe
-  g.beta = 4.0f;
-  g.per_expert_linear_beta = plbp;
-  g.linear_beta = 25.0f;
-  g.beta_out = sep.beta.get();
-  g.linear_beta_out = sep.lbeta.get();
-  g.h_ready = sep.ready.get();
+  // The SiTU parameters through the grouping's scan, as run_moe.
+  const smxx::GroupArgs g = sep.grp.args(c.gpu_routing ? sep.rid.get() : dids.get(),
+                                         c.gpu_routing ? sep.rw.get() : dw.get(), T, k, c.start,
+                                         El, true, true, pbp, plbp);
   const char* failed = nullptr;
   CUDA_OK(smxx::launch_group(g, nullptr, &failed));
   // Fused.
@@ -719,37 +722,37 @@ void run_prologue_case(const PrologueCase& c) {
   a.k = k;
   a.expert_start = c.start;
   a.expert_count = El;
-  a.expert_offsets = fused.off.get();
-  a.x_row = fused.xrow.get();
-  a.row_weight = fused.roww.get();
-  a.pair_pos = fused.pos.get();
-  a.out_token = fused.otok.get();
-  a.expert_has_out = fused.has.get();
+  a.expert_offsets = fused.grp.off.get();
+  a.x_row = fused.grp.xrow.get();
+  a.row_weight = fused.grp.roww.get();
+  a.pair_pos = fused.grp.pos.get();
+  a.out_token = fused.grp.otok.get();
+  a.expert_has_out = fused.grp.has.get();
   a.per_expert_beta = pbp;
   a.beta = 4.0f;
   a.per_expert_linear_beta = plbp;
   a.linear_beta = 25.0f;
-  a.beta_out = fused.beta.get();
-  a.linear_beta_out = fused.lbeta.get();
-  a.h_ready = fused.ready.get();
+  a.beta_out = fused.grp.beta.get();
+  a.linear_beta_out = fused.grp.lbeta.get();
+  a.h_ready = fused.grp.ready.get();
   CUDA_OK(smxx::launch_prologue(a, shape, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   expect_same_bits(fused.xq.download(), sep.xq.download(), "xq", c.name);
   expect_same_bits(fused.rid.download(), sep.rid.download(), "routed ids", c.name);
   expect_same_bits(fused.rw.download(), sep.rw.download(), "routed weights", c.name);
-  const auto off = sep.off.download();
-  expect_same_bits(fused.off.download(), off, "expert_offsets", c.name);
-  expect_same_bits(fused.xrow.download(), sep.xrow.download(), "x_row", c.name);
-  expect_same_bits(fused.roww.download(), sep.roww.download(), "row_weight", c.name);
-  expect_same_bits(fused.pos.download(), sep.pos.download(), "pair_pos", c.name);
-  expect_same_bits(fused.otok.download(), sep.otok.download(), "out_token", c.name);
-  expect_same_bits(fused.has.download(), sep.has.download(), "expert_has_out", c.name);
-  expect_same_bits(fused.beta.download(), sep.beta.download(), "beta", c.name);
-  expect_same_bits(fused.lbeta.download(), sep.lbeta.download(), "linear_beta", c.name);
+  const auto off = sep.grp.off.download();
+  expect_same_bits(fused.grp.off.download(), off, "expert_offsets", c.name);
+  expect_same_bits(fused.grp.xrow.download(), sep.grp.xrow.download(), "x_row", c.name);
+  expect_same_bits(fused.grp.roww.download(), sep.grp.roww.download(), "row_weight", c.name);
+  expect_same_bits(fused.grp.pos.download(), sep.grp.pos.download(), "pair_pos", c.name);
+  expect_same_bits(fused.grp.otok.download(), sep.grp.otok.download(), "out_token", c.name);
+  expect_same_bits(fused.grp.has.download(), sep.grp.has.download(), "expert_has_out", c.name);
+  expect_same_bits(fused.grp.beta.download(), sep.grp.beta.download(), "beta", c.name);
+  expect_same_bits(fused.grp.lbeta.download(), sep.grp.lbeta.download(), "linear_beta", c.name);
   // The GEMMs' per-expert counters, zeroed by both.
-  expect_same_bits(fused.ready.download(), std::vector<int32_t>(El, 0), "h_ready (prologue)",
+  expect_same_bits(fused.grp.ready.download(), std::vector<int32_t>(El, 0), "h_ready (prologue)",
                    c.name);
-  expect_same_bits(sep.ready.download(), std::vector<int32_t>(El, 0), "h_ready (group scan)",
+  expect_same_bits(sep.grp.ready.download(), std::vector<int32_t>(El, 0), "h_ready (group scan)",
                    c.name);
   std::printf("[prologue] %s: T=%d k=%d E=%d local [%d, %d) %s routing: %d owned pairs, "
               "chunks %d, route warps %d%s, %d quantize CTAs, %zu B smem: identical\n", c.name,
@@ -850,10 +853,10 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
           w[i] = static_cast<float>(r.uniform());
         }
         DevBuf<uint16_t> dx, xq(static_cast<size_t>(T) * H);
-        DevBuf<float> dlog, dw, rw(P), roww(P), beta(El), lbeta(El), y(static_cast<size_t>(P) * H),
+        DevBuf<float> dlog, dw, rw(P), y(static_cast<size_t>(P) * H),
             out(static_cast<size_t>(T) * H);
-        DevBuf<int32_t> dids, rid(P), off(El + 1), xrow(P), pos(P),
-            scratch(smxx::group_scratch_ints(P, El));
+        DevBuf<int32_t> dids, rid(P);
+        GroupBuffers grp(P, El);
         dx.upload(xb);
         dlog.upload(logits);
         dids.upload(ids);
@@ -867,25 +870,11 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
           if (gpu_route)
             smxx::launch_route_kimi(dlog.get(), Et, nullptr, T, Et, k, true, 1.0f, rid.get(),
                                     rw.get(), st);
-          smxx::GroupArgs g;
-          g.ids = use_ids;
-          g.weights = use_w;
-          g.T = T;
-          g.k = k;
-          g.expert_start = 0;
-          g.expert_count = El;
-          g.scratch = scratch.get();
-          g.expert_offsets = off.get();
-          g.x_row = xrow.get();
-          g.row_weight = roww.get();
-          g.pair_pos = pos.get();
-          g.beta = 4.0f;
-          g.linear_beta = 25.0f;
-          g.beta_out = beta.get();
-          g.linear_beta_out = lbeta.get();
+          smxx::GroupArgs g = grp.args(use_ids, use_w, T, k, 0, El, false, true);
+          g.h_ready = nullptr;  // the fused chain below does not zero the GEMMs' counters either
           const char* failed = nullptr;
           smxx::launch_group(g, st, &failed);
-          smxx::launch_combine(y.get(), H, pos.get(), T, k, out.get(), H, false, st);
+          smxx::launch_combine(y.get(), H, grp.pos.get(), T, k, out.get(), H, false, st);
         };
         const smxx::PrologueShape shape = smxx::prologue_plan(T, k, Et, El, gpu_route);
         ASSERT_TRUE(shape.ok);
@@ -912,16 +901,16 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
           a.T = T;
           a.k = k;
           a.expert_count = El;
-          a.expert_offsets = off.get();
-          a.x_row = xrow.get();
-          a.row_weight = roww.get();
-          a.pair_pos = pos.get();
+          a.expert_offsets = grp.off.get();
+          a.x_row = grp.xrow.get();
+          a.row_weight = grp.roww.get();
+          a.pair_pos = grp.pos.get();
           a.beta = 4.0f;
           a.linear_beta = 25.0f;
-          a.beta_out = beta.get();
-          a.linear_beta_out = lbeta.get();
+          a.beta_out = grp.beta.get();
+          a.linear_beta_out = grp.lbeta.get();
           smxx::launch_prologue(a, shape, st);
-          smxx::launch_combine(y.get(), H, pos.get(), T, k, out.get(), H, false, st);
+          smxx::launch_combine(y.get(), H, grp.pos.get(), T, k, out.get(), H, false, st);
         };
         const float ts = time_graph_us(separate, s, flush.get(), flush_bytes);
         const float tf = time_graph_us(fused, s, flush.get(), flush_bytes);
@@ -934,11 +923,12 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
 }
 
 // The glue at prefill sizes, each kernel alone and the w4a16 chain (group, whose scan also
-// writes the SiTU parameters, -> combine), as run_moe launches them outside the fused prologue; graph replays after an L2
-// flush (time_graph_us). Routing as `mxmoe bench`'s uniform layouts: each token L distinct
-// local ids among El and 16 - L foreign ones, in shuffled slots: EP16 El = 56, L = 1 (every
-// token owns one local pair: the grouping marks out rows and the combine skips them, as
-// run_moe's direct stores do), TP8xEP4 El = 224, L = 4 (every token summed by the combine).
+// writes the SiTU parameters, -> combine), as run_moe launches them outside the fused
+// prologue; graph replays after an L2 flush (time_graph_us). Routing as `mxmoe bench`'s
+// uniform layouts: each token L distinct local ids among El and 16 - L foreign ones, in
+// shuffled slots: EP16 El = 56, L = 1 (every token owns one local pair: the grouping marks out
+// rows and the combine skips them, as run_moe's direct stores do), TP8xEP4 El = 224, L = 4
+// (every token summed by the combine).
 // "quantize" is the W4A8 path's BF16 -> MXFP8 copy of x (the W4A16 path reads x in place).
 TEST(GpuGlueBench, DISABLED_PrefillGlue) {
   MXMOE_REQUIRE_SM90();
@@ -967,38 +957,20 @@ TEST(GpuGlueBench, DISABLED_PrefillGlue) {
       for (auto& v : xb) v = float_to_bf16(static_cast<float>(r.uniform() - 0.5));
       const bool direct = L == 1;
       DevBuf<uint16_t> dx, xq(static_cast<size_t>(T) * H);
-      DevBuf<float> dw, roww(P), beta(El), lbeta(El), y(static_cast<size_t>(T) * L * H),
-          out(static_cast<size_t>(T) * H);
-      DevBuf<int32_t> dids, off(El + 1), xrow(P), pos(P), otok(P), has(El), ready(El),
-          scratch(smxx::group_scratch_ints(P, El));
+      DevBuf<float> dw, y(static_cast<size_t>(T) * L * H), out(static_cast<size_t>(T) * H);
+      DevBuf<int32_t> dids;
+      GroupBuffers grp(P, El);
       dx.upload(xb);
       dids.upload(ids);
       dw.upload(w);
       CUDA_OK(cudaMemset(y.get(), 0, y.size() * 4));
-      smxx::GroupArgs g;
-      g.ids = dids.get();
-      g.weights = dw.get();
-      g.T = T;
-      g.k = k;
-      g.expert_count = El;
-      g.scratch = scratch.get();
-      g.expert_offsets = off.get();
-      g.x_row = xrow.get();
-      g.row_weight = roww.get();
-      g.pair_pos = pos.get();
-      g.out_token = direct ? otok.get() : nullptr;
-      g.expert_has_out = direct ? has.get() : nullptr;
-      g.beta = 4.0f;
-      g.linear_beta = 25.0f;
-      g.beta_out = beta.get();
-      g.linear_beta_out = lbeta.get();
-      g.h_ready = ready.get();
+      const smxx::GroupArgs g = grp.args(dids.get(), dw.get(), T, k, 0, El, direct, true);
       auto group = [&](cudaStream_t st) {
         const char* failed = nullptr;
         smxx::launch_group(g, st, &failed);
       };
       auto combine = [&](cudaStream_t st) {
-        smxx::launch_combine(y.get(), H, pos.get(), T, k, out.get(), H, direct, st);
+        smxx::launch_combine(y.get(), H, grp.pos.get(), T, k, out.get(), H, direct, st);
       };
       auto quantize = [&](cudaStream_t st) {
         smxx::launch_quantize_input(dx.get(), false, H, T, H, true,
