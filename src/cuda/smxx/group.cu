@@ -44,8 +44,7 @@ namespace {
 constexpr int kMaxLocal = 8192;
 constexpr int kScanThreads = 1024;
 constexpr int kScanExperts = 3;  // experts a scan warp loads at once (4 spill at 64 registers)
-constexpr int kScanLaneChunks = 8;  // consecutive chunks per lane and expert
-constexpr int kScanBatch = 32 * kScanLaneChunks;  // chunks per warp and expert at once
+constexpr int kScanRounds = 8;   // 32-chunk groups per expert a scan warp loads at once
 constexpr int kRankThreads = 256;
 constexpr int kRankSmemInts = 12288;  // 48 KB: no opt-in attribute (graph-capture friendly)
 constexpr int kChunkSteps = kGroupChunk / 32;
@@ -174,11 +173,12 @@ __global__ void __launch_bounds__(kScanThreads)
     }
   // Per expert: an exclusive scan along the chunks; the total goes to totals[e], the OR of the
   // chunks' single-pair flags to expert_has_out[e]. A warp takes kScanExperts experts at once
-  // (e = warp, warp + 32, ...) with all their loads in flight, lane l the kScanLaneChunks
-  // consecutive chunks from c0 + 8 l of each: a serial sum over them, then one warp scan per
-  // expert. (A warp per expert with one dependent L2 round trip each cost ~0.6 us per 32
-  // experts, ~4.7 us at 224: bench/NOTES.md G round 7; before that a serial walk down 256
-  // chunks took ~80 us at T=16384, k=16.)
+  // (e = warp, warp + 32, ...), lane l chunk c0 + 32 b + l of each (coalesced loads and
+  // stores), kScanRounds x 32 chunks per round with all loads in flight, then one warp scan per
+  // (expert, b). (Lane l taking 8 consecutive chunks instead made every store instruction
+  // touch 32 sectors: the one CTA's scan took 12.5 us at 56 experts and 33 us at 224, T=16384,
+  // bench/NOTES.md G round 8; a serial walk down 256 chunks, one dependent load at a time, took
+  // ~80 us.)
   constexpr int kWarps = kScanThreads / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int e0 = warp; e0 < E; e0 += kWarps * kScanExperts) {
@@ -186,36 +186,29 @@ __global__ void __launch_bounds__(kScanThreads)
     uint32_t flags[kScanExperts];
 #pragma unroll
     for (int g = 0; g < kScanExperts; ++g) run[g] = 0, flags[g] = 0u;
-    for (int c0 = 0; c0 < chunks; c0 += kScanBatch) {
-      int32_t v[kScanExperts][kScanLaneChunks];
+    for (int c0 = 0; c0 < chunks; c0 += 32 * kScanRounds) {
+      int32_t v[kScanExperts][kScanRounds];
 #pragma unroll
       for (int g = 0; g < kScanExperts; ++g) {
         const int e = e0 + g * kWarps;
 #pragma unroll
-        for (int b = 0; b < kScanLaneChunks; ++b) {
-          const int c = c0 + lane * kScanLaneChunks + b;
+        for (int b = 0; b < kScanRounds; ++b) {
+          const int c = c0 + 32 * b + lane;
           v[g][b] = e < E && c < chunks ? scratch[static_cast<size_t>(e) * chunks + c] : 0;
         }
       }
 #pragma unroll
       for (int g = 0; g < kScanExperts; ++g) {
         const int e = e0 + g * kWarps;
-        int32_t local = 0;  // v becomes the exclusive prefix within the lane's chunks
 #pragma unroll
-        for (int b = 0; b < kScanLaneChunks; ++b) {
-          const int32_t x = v[g][b];
-          flags[g] |= static_cast<uint32_t>(x);
-          v[g][b] = local;
-          local += x & ~kSingleFlag;
+        for (int b = 0; b < kScanRounds; ++b) {
+          flags[g] |= static_cast<uint32_t>(v[g][b]);
+          const int32_t x = v[g][b] & ~kSingleFlag;
+          const int32_t incl = warp_inclusive_sum(x, lane);
+          const int c = c0 + 32 * b + lane;
+          if (e < E && c < chunks) scratch[static_cast<size_t>(e) * chunks + c] = run[g] + incl - x;
+          run[g] += __shfl_sync(0xFFFFFFFFu, incl, 31);
         }
-        const int32_t incl = warp_inclusive_sum(local, lane);
-        const int32_t first = run[g] + incl - local;  // rows before the lane's first chunk
-#pragma unroll
-        for (int b = 0; b < kScanLaneChunks; ++b) {
-          const int c = c0 + lane * kScanLaneChunks + b;
-          if (e < E && c < chunks) scratch[static_cast<size_t>(e) * chunks + c] = first + v[g][b];
-        }
-        run[g] += __shfl_sync(0xFFFFFFFFu, incl, 31);
       }
     }
 #pragma unroll
