@@ -43,7 +43,7 @@ namespace {
 
 constexpr int kMaxLocal = 8192;
 constexpr int kScanThreads = 1024;
-constexpr int kScanExperts = 3;  // experts a scan warp loads at once (4 spill at 64 registers)
+constexpr int kScanExperts = 1;  // experts a scan warp loads at once (3 was slower at 224: G round 8)
 constexpr int kScanRounds = 8;   // 32-chunk groups per expert a scan warp loads at once
 constexpr int kRankThreads = 256;
 constexpr int kRankSmemInts = 12288;  // 48 KB: no opt-in attribute (graph-capture friendly)
