@@ -405,6 +405,22 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
 template <int C, int N, bool kGemm1, bool kOut, bool kSlotW>
 struct WsTileRunner {
   static constexpr int kMaxTileN = WsShape<C>::kMaxTileN;
+  // Every step form's MMA half: A buffer B's registers fenced, 4 wgmmas on the slot whose
+  // descriptor low word is desc_lo, commit, and wait for the previous step's group (then the
+  // caller frees that step's slot).
+  template <int B>
+  static __device__ __forceinline__ void mma_on_slot(float (&d)[N / 2], uint32_t (&a)[2][16],
+                                                     uint32_t desc_lo) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) ptx::fence_operand(a[B][i]);
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      ptx::WgmmaRS<N>::mma(d, &a[B][4 * j], ptx::desc_sw128_lo(desc_lo + 2 * j), 1);
+    }
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<1>();  // the previous step's wgmmas are done: its slot is free
+  }
   template <typename Ctx>
   static __device__ __forceinline__ void run(Ctx& c, const WsTile& T) {
     const KernelArgs& p = c.p;
@@ -436,16 +452,7 @@ struct WsTileRunner {
         const uint4 fq = ptx::lds_v4_b32(c.wfrag + wst);
         const uint32_t fs = ptx::lds_u32(c.wscale + wst);
         if (c.expand) expand_fragment(fq, fs, a[B], p.small_scales);
-#pragma unroll
-        for (int i = 0; i < 16; ++i) ptx::fence_operand(a[B][i]);
-        ptx::wgmma_fence();
-        const uint32_t desc_lo = c.desc0 + c.slot * c.desc_stride;  // the slot's descriptor
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          ptx::WgmmaRS<N>::mma(d, &a[B][4 * j], ptx::desc_sw128_lo(desc_lo + 2 * j), 1);
-        }
-        ptx::wgmma_commit();
-        ptx::wgmma_wait<1>();  // step kb - 1's wgmmas are done: its slot is free
+        mma_on_slot<B>(d, a, c.desc0 + c.slot * c.desc_stride);
         if (kb > 0 && c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
         c.skew_arrive(kb);
         prev_slot = c.slot;
@@ -489,16 +496,7 @@ struct WsTileRunner {
         }
         q += c.kQStep;
         s += c.kSStep;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) ptx::fence_operand(a[B][i]);
-        ptx::wgmma_fence();
-        const uint32_t desc_lo = c.desc0 + c.slot * c.desc_stride;  // the slot's descriptor
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          ptx::WgmmaRS<N>::mma(d, &a[B][4 * j], ptx::desc_sw128_lo(desc_lo + 2 * j), 1);
-        }
-        ptx::wgmma_commit();
-        ptx::wgmma_wait<1>();  // step kb - 1's wgmmas are done: its slot is free
+        mma_on_slot<B>(d, a, c.desc0 + c.slot * c.desc_stride);
         if (kb > 0 && c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
         c.skew_arrive(kb);
         prev_slot = c.slot;
@@ -518,16 +516,7 @@ struct WsTileRunner {
         c.rs[B] = ptx::ld_stream_u32(s + B * c.kSStep);
         ptx::prefetch_l2(q + (B + kWsL2Ahead - 2) * c.kQStep);
         ptx::prefetch_l2(s + (B + kWsL2Ahead - 2) * c.kSStep);
-#pragma unroll
-        for (int i = 0; i < 16; ++i) ptx::fence_operand(a[B][i]);
-        ptx::wgmma_fence();
-        const uint32_t desc_lo = c.desc0 + c.slot * c.desc_stride;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          ptx::WgmmaRS<N>::mma(d, &a[B][4 * j], ptx::desc_sw128_lo(desc_lo + 2 * j), 1);
-        }
-        ptx::wgmma_commit();
-        ptx::wgmma_wait<1>();  // the previous step's wgmmas are done: its slot is free
+        mma_on_slot<B>(d, a, c.desc0 + c.slot * c.desc_stride);
         if (c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
         prev_slot = c.slot;
         c.advance();
