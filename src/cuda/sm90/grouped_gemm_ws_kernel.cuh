@@ -393,18 +393,20 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
 // One tile of wgmma width N (a multiple of 32): its own N / 2 accumulators, so every width
 // gets an exact register allocation (one shared 128-register array made ptxas serialize the
 // wgmmas), then the epilogue.
-// kOut, GEMM1: the BF16-h kernel (mxfp8_out == 0 promised by the launcher), compiled without the
+// kOut, GEMM1 (kBf16H): the BF16-h kernel (mxfp8_out == 0 promised by the launcher), without the
 // MXFP8 epilogue; the kernel without kOut serves both forms (P round 16: a split whose MXFP8
 // kernel lost its clean step loop was a wash; this keeps that kernel as it was and gives BF16 h,
 // the w4a16 path, a kernel of its own: w4a16 end to end -0.3..-0.7% in two H200 calls, P round
 // 20).
-// kOut, GEMM2: the launch has an out_token table (smxx/gemm2_store.cuh). Without it the
+// kOut, GEMM2 (kToOut): the launch has an out_token table (smxx/gemm2_store.cuh). Without it the
 // kernel is compiled exactly as before the table existed: the out-capable epilogue's code
 // changed the plain one's schedule, ~2% on TP8xEP4's GEMM2 (bench/NOTES.md G round 5).
 // kSlotW: the weights come through the slots (kWsSlotWeightsMaxSteps), else through registers.
 template <int C, int N, bool kGemm1, bool kOut, bool kSlotW>
 struct WsTileRunner {
   static constexpr int kMaxTileN = WsShape<C>::kMaxTileN;
+  static constexpr bool kBf16H = kGemm1 && kOut;   // GEMM1: BF16 h only, no MXFP8 epilogue
+  static constexpr bool kToOut = !kGemm1 && kOut;  // GEMM2: an out_token table (direct stores)
   // Every step form's MMA half: A buffer B's registers fenced, 4 wgmmas on the slot whose
   // descriptor low word is desc_lo, commit, and wait for the previous step's group (then the
   // caller frees that step's slot).
@@ -437,7 +439,7 @@ struct WsTileRunner {
     if constexpr (kGemm1) {
       beta_e = p.beta[T.e];
       linear_beta_e = p.linear_beta[T.e];
-    } else if constexpr (kOut) {
+    } else if constexpr (kToOut) {
       any_out = p.expert_has_out == nullptr || p.expert_has_out[T.e] != 0;
     }
     if constexpr (kSlotW) {
@@ -559,7 +561,7 @@ struct WsTileRunner {
         v[2 * j] = smxx::situ_glu_dev(d[4 * j], d[4 * j + 2], sc);
         v[2 * j + 1] = smxx::situ_glu_dev(d[4 * j + 1], d[4 * j + 3], sc);
       }
-      if (!kOut && p.mxfp8_out) {
+      if (!kBf16H && p.mxfp8_out) {
         // The tile's 32 intermediates of a token are one MX block: 8 lanes (g) of each of this
         // consumer's 4 warps hold one each. (1) The max over g as a reduce-scatter: three
         // butterfly steps halve the list each time, so lane g ends with the maxima of its
