@@ -245,16 +245,21 @@ struct GroupBuffers {
       a.out_token = otok.get();
       a.expert_has_out = has.get();
     }
-    if (situ) {
-      a.per_expert_beta = per_beta;
-      a.beta = 4.0f;
-      a.per_expert_linear_beta = per_linear_beta;
-      a.linear_beta = 25.0f;
-      a.beta_out = beta.get();
-      a.linear_beta_out = lbeta.get();
-      a.h_ready = ready.get();
-    }
+    if (situ) a.situ = situ_fill(per_beta, per_linear_beta);
     return a;
+  }
+  // beta 4.0 / linear_beta 25.0 unless per-expert arrays are given, into beta / lbeta / ready.
+  smxx::SituFill situ_fill(const float* per_beta = nullptr,
+                           const float* per_linear_beta = nullptr) const {
+    smxx::SituFill f;
+    f.per_expert_beta = per_beta;
+    f.beta = 4.0f;
+    f.per_expert_linear_beta = per_linear_beta;
+    f.linear_beta = 25.0f;
+    f.beta_out = beta.get();
+    f.linear_beta_out = lbeta.get();
+    f.h_ready = ready.get();
+    return f;
   }
 };
 
@@ -728,13 +733,7 @@ void run_prologue_case(const PrologueCase& c) {
   a.pair_pos = fused.grp.pos.get();
   a.out_token = fused.grp.otok.get();
   a.expert_has_out = fused.grp.has.get();
-  a.per_expert_beta = pbp;
-  a.beta = 4.0f;
-  a.per_expert_linear_beta = plbp;
-  a.linear_beta = 25.0f;
-  a.beta_out = fused.grp.beta.get();
-  a.linear_beta_out = fused.grp.lbeta.get();
-  a.h_ready = fused.grp.ready.get();
+  a.situ = fused.grp.situ_fill(pbp, plbp);
   CUDA_OK(smxx::launch_prologue(a, shape, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   expect_same_bits(fused.xq.download(), sep.xq.download(), "xq", c.name);
@@ -871,7 +870,7 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
             smxx::launch_route_kimi(dlog.get(), Et, nullptr, T, Et, k, true, 1.0f, rid.get(),
                                     rw.get(), st);
           smxx::GroupArgs g = grp.args(use_ids, use_w, T, k, 0, El, false, true);
-          g.h_ready = nullptr;  // the fused chain below does not zero the GEMMs' counters either
+          g.situ.h_ready = nullptr;  // the fused chain below does not zero the counters either
           const char* failed = nullptr;
           smxx::launch_group(g, st, &failed);
           smxx::launch_combine(y.get(), H, grp.pos.get(), T, k, out.get(), H, false, st);
@@ -905,10 +904,8 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
           a.x_row = grp.xrow.get();
           a.row_weight = grp.roww.get();
           a.pair_pos = grp.pos.get();
-          a.beta = 4.0f;
-          a.linear_beta = 25.0f;
-          a.beta_out = grp.beta.get();
-          a.linear_beta_out = grp.lbeta.get();
+          a.situ = grp.situ_fill();
+          a.situ.h_ready = nullptr;  // as the separate chain above
           smxx::launch_prologue(a, shape, st);
           smxx::launch_combine(y.get(), H, grp.pos.get(), T, k, out.get(), H, false, st);
         };

@@ -184,6 +184,15 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
                                      aligned(p.out, 16) && out_stride % 4 == 0
                                  ? c.out_token
                                  : nullptr;
+  // The local SiTU parameters and GEMM1's zeroed counters, written by either glue path below.
+  smxx::SituFill situ;
+  situ.per_expert_beta = p.per_expert_beta;
+  situ.beta = p.beta;
+  situ.per_expert_linear_beta = p.per_expert_linear_beta;
+  situ.linear_beta = p.linear_beta;
+  situ.beta_out = c.beta;
+  situ.linear_beta_out = c.linear_beta;
+  situ.h_ready = c.h_ready;
   cudaError_t e = cudaSuccess;
   if (shape.ok) {
     if (shape.route_first) {
@@ -221,13 +230,7 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     a.pair_pos = c.pair_pos;
     a.out_token = out_token;
     a.expert_has_out = c.expert_has_out;
-    a.per_expert_beta = p.per_expert_beta;
-    a.beta = p.beta;
-    a.per_expert_linear_beta = p.per_expert_linear_beta;
-    a.linear_beta = p.linear_beta;
-    a.beta_out = c.beta;
-    a.linear_beta_out = c.linear_beta;
-    a.h_ready = c.h_ready;
+    a.situ = situ;
     e = smxx::launch_prologue(a, shape, stream);
     if (e != cudaSuccess) return launch_failed("prologue", e);
   } else {
@@ -256,13 +259,7 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     g.pair_pos = c.pair_pos;
     g.out_token = out_token;
     g.expert_has_out = c.expert_has_out;
-    g.per_expert_beta = p.per_expert_beta;
-    g.beta = p.beta;
-    g.per_expert_linear_beta = p.per_expert_linear_beta;
-    g.linear_beta = p.linear_beta;
-    g.beta_out = c.beta;
-    g.linear_beta_out = c.linear_beta;
-    g.h_ready = c.h_ready;
+    g.situ = situ;
     const char* failed = nullptr;
     e = smxx::launch_group(g, stream, &failed);
     if (e != cudaSuccess) return launch_failed(failed ? failed : "group", e);

@@ -51,6 +51,19 @@ inline int group_num_chunks(int pairs) { return (pairs + kGroupChunk - 1) / kGro
 inline size_t group_scratch_ints(int pairs, int local_experts) {
   return static_cast<size_t>(group_num_chunks(pairs)) * local_experts;
 }
+// The local SiTU parameters and the GEMMs' counters, written by the glue before GEMM1 (group's
+// scan, the prologue; smxx/situ_fill.cuh), i < expert_count: beta_out[i] = per_expert_beta ?
+// per_expert_beta[expert_start + i] : beta, the same for linear_beta; h_ready (optional,
+// [expert_count]: Gemm1Params::h_ready) zeroed.
+struct SituFill {
+  const float* per_expert_beta = nullptr;
+  float beta = 0.0f;
+  const float* per_expert_linear_beta = nullptr;
+  float linear_beta = 0.0f;
+  float* beta_out = nullptr;
+  float* linear_beta_out = nullptr;
+  int32_t* h_ready = nullptr;
+};
 struct GroupArgs {
   const int32_t* ids = nullptr;     // [T, k] global ids; -1, or outside the range: not owned
   const float* weights = nullptr;   // [T, k]
@@ -65,17 +78,9 @@ struct GroupArgs {
                                       // else -1 (GEMM2 writes such tokens' out rows itself)
   int32_t* expert_has_out = nullptr;  // with out_token: [expert_count], 1 if any of the
                                       // expert's rows has out_token >= 0, else 0
-  // The local SiTU parameters, written by the scan kernel when beta_out is given (one launch
-  // fewer than a kernel of their own), i < expert_count: beta_out[i] = per_expert_beta ?
-  // per_expert_beta[expert_start + i] : beta, the same for linear_beta; h_ready (optional,
-  // [expert_count]: the GEMMs' counters, Gemm1Params::h_ready) zeroed.
-  const float* per_expert_beta = nullptr;
-  float beta = 0.0f;
-  const float* per_expert_linear_beta = nullptr;
-  float linear_beta = 0.0f;
-  float* beta_out = nullptr;
-  float* linear_beta_out = nullptr;
-  int32_t* h_ready = nullptr;
+  // Written by the scan kernel when situ.beta_out is given (one launch fewer than a kernel of
+  // their own).
+  SituFill situ;
 };
 // Returns the first failing launch; *failed_kernel names it.
 cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** failed_kernel);
@@ -128,14 +133,7 @@ struct PrologueArgs {
   int32_t* pair_pos = nullptr;
   int32_t* out_token = nullptr;
   int32_t* expert_has_out = nullptr;
-  // SiTU parameters (as GroupArgs' fill)
-  const float* per_expert_beta = nullptr;
-  float beta = 0.0f;
-  const float* per_expert_linear_beta = nullptr;
-  float linear_beta = 0.0f;
-  float* beta_out = nullptr;
-  float* linear_beta_out = nullptr;
-  int32_t* h_ready = nullptr;  // optional [expert_count]: zeroed (as GroupArgs::h_ready)
+  SituFill situ;  // beta_out and linear_beta_out required
   // set by launch_prologue from the shape
   int chunks = 0, route_warps = 0;
 };

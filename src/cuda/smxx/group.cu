@@ -19,7 +19,7 @@
 //                  scan of the per-expert totals -> expert_offsets[0..E]; scratch[le, c]
 //                  becomes chunk c's first row of expert le, counted from the expert's first
 //                  row (expert_offsets[le]); expert_has_out[le] = any chunk's flag. It also
-//                  writes the local SiTU parameters when asked (GroupArgs::beta_out: a kernel
+//                  writes the local SiTU parameters when asked (GroupArgs::situ: a kernel
 //                  of their own cost a launch and ~3 us, bench/NOTES.md G round 6).
 //  3. group_place: one thread per pair: row = offsets[le] + scratch[le, c] + rank, then
 //                  pair_pos / x_row / row_weight (and out_token) at that row. So rows are
@@ -36,6 +36,7 @@
 #include "smxx/glue.h"
 #include "smxx/group_pairs.cuh"
 #include "smxx/pdl.cuh"
+#include "smxx/situ_fill.cuh"
 #include "smxx/warp_scan.cuh"
 
 namespace mxmoe::smxx {
@@ -145,32 +146,14 @@ __global__ void __launch_bounds__(kRankThreads)
   }
 }
 
-// GroupArgs' SiTU fill (beta_out null: none).
-struct SituFill {
-  const float* per_beta;
-  float beta;
-  const float* per_linear_beta;
-  float linear_beta;
-  float* beta_out;
-  float* linear_beta_out;
-  int32_t* h_ready;
-  int start;
-};
-
 __global__ void __launch_bounds__(kScanThreads)
     group_scan_kernel(int chunks, int E, int32_t* scratch, int32_t* offsets,
-                      int32_t* expert_has_out, SituFill fill) {
+                      int32_t* expert_has_out, SituFill fill, int start) {
   __shared__ int32_t totals[kMaxLocal];  // per expert, from the scans along the chunks
   __shared__ int32_t warp_sums[kScanThreads / 32];
   pdl::wait();
   pdl::launch_dependents();
-  if (fill.beta_out)
-    for (int e = threadIdx.x; e < E; e += blockDim.x) {
-      fill.beta_out[e] = fill.per_beta ? fill.per_beta[fill.start + e] : fill.beta;
-      fill.linear_beta_out[e] =
-          fill.per_linear_beta ? fill.per_linear_beta[fill.start + e] : fill.linear_beta;
-      if (fill.h_ready) fill.h_ready[e] = 0;
-    }
+  if (fill.beta_out) fill_situ(fill, start, E, threadIdx.x, blockDim.x);
   // Per expert: an exclusive scan along the chunks; the total goes to totals[e], the OR of the
   // chunks' single-pair flags to expert_has_out[e]. A warp takes kScanExperts experts at once
   // (e = warp, warp + 32, ...), lane l chunk c0 + 32 b + l of each (coalesced loads and
@@ -293,7 +276,7 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
   const int E = a.expert_count;
   *failed_kernel = "group_rank";
   if (E <= 0 || E > kMaxLocal || (a.out_token && !a.expert_has_out) ||
-      (a.beta_out && !a.linear_beta_out))
+      (a.situ.beta_out && !a.situ.linear_beta_out))
     return cudaErrorInvalidValue;
   const int chunks = group_num_chunks(pairs);
   if (chunks > 0) {
@@ -311,11 +294,10 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
       return e;
   }
   *failed_kernel = "group_scan";
-  const SituFill fill{a.per_expert_beta, a.beta,     a.per_expert_linear_beta, a.linear_beta,
-                      a.beta_out,        a.linear_beta_out, a.h_ready,        a.expert_start};
   if (cudaError_t e = pdl::launch_pdl(group_scan_kernel, dim3(1), dim3(kScanThreads), 0, stream,
                                       chunks, E, a.scratch, a.expert_offsets,
-                                      a.out_token ? a.expert_has_out : nullptr, fill);
+                                      a.out_token ? a.expert_has_out : nullptr, a.situ,
+                                      a.expert_start);
       e != cudaSuccess)
     return e;
   if (chunks > 0) {

@@ -29,6 +29,7 @@
 #include "smxx/pdl.cuh"
 #include "smxx/quantize_row.cuh"
 #include "smxx/route_warp.cuh"
+#include "smxx/situ_fill.cuh"
 #include "smxx/warp_scan.cuh"
 
 namespace mxmoe::smxx {
@@ -57,12 +58,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
 
   const int El = a.expert_count, k = a.k, P = a.T * a.k;
   // ---- SiTU parameters ----
-  for (int i = tid; i < El; i += kThreads) {
-    a.beta_out[i] = a.per_expert_beta ? a.per_expert_beta[a.expert_start + i] : a.beta;
-    a.linear_beta_out[i] =
-        a.per_expert_linear_beta ? a.per_expert_linear_beta[a.expert_start + i] : a.linear_beta;
-    if (a.h_ready) a.h_ready[i] = 0;
-  }
+  fill_situ(a.situ, a.expert_start, El, tid, kThreads);
 
   // ---- routing ----
   const int32_t* ids = a.ids;
