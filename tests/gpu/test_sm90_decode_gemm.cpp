@@ -83,6 +83,8 @@ TEST(Sm90DecodeGemm, RejectsBadArguments) {
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.K = 96; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.x = nullptr; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.g.max_rows = 0; }), cudaSuccess);  // nothing to do
+  EXPECT_EQ(bad1([](Gemm1Params& q) { q.g.max_rows = kDecodeMaxRows + 1; }),
+            cudaErrorInvalidValue);  // beyond the kernel's 16-bit rows (never launched)
   // Bulk copies need a 16-byte aligned scale array; the tiled kernel (kGemmAuto) does not.
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.w_scales += 4; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad1([](Gemm1Params& q) {
@@ -173,6 +175,35 @@ TEST_P(Sm90DecodeSplitK, OddStepsWideScales) {
   c1.kernel = kGemmDecode;
   c1.split_k = split();
   run_gemm1_case(c1);
+}
+TEST_P(Sm90DecodeSplitK, ManyExperts) {
+  // 300 experts, most of them without rows and an 80-expert gap: the tile walker looks 32
+  // experts ahead per ballot, so this takes several ballots per tile; one expert with two token
+  // tiles, and the last expert has rows.
+  REQUIRE_SM90();
+  std::vector<int> rows(300, 0);
+  for (int e = 0; e < 300; ++e)
+    if (e % 29 == 3 || e % 41 == 0) rows[e] = 1 + e % 3;
+  for (int e = 100; e < 180; ++e) rows[e] = 0;
+  rows[180] = 17;
+  rows[299] = 2;
+  Gemm1Case c;
+  c.rows = rows;
+  c.I = 64;
+  c.K = 192;
+  c.tile_n = 16;
+  c.kernel = kGemmDecode;
+  c.split_k = split();
+  c.mxfp8_out = true;
+  run_gemm1_case(c);
+  Gemm2Case c2;
+  c2.rows = rows;
+  c2.H = 128;
+  c2.I = 128;
+  c2.tile_n = 16;
+  c2.kernel = kGemmDecode;
+  c2.split_k = split();
+  run_gemm2_case(c2);
 }
 TEST_P(Sm90DecodeSplitK, GraphReplay) {
   // One token, as at decode: three replays of one captured graph equal the eager run.

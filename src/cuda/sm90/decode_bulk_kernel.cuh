@@ -40,12 +40,16 @@ struct BulkSmem {
   static constexpr int kOut = kRed + (S - 1) * kPartBytes;
   static constexpr int kAmax = kOut + kStageOutBytes;         // [4 warps][16]
   static constexpr int kPrefix = kAmax + 4 * kBN * 4;         // [kMaxExperts + 1]
-  static constexpr int kWarpSum = kPrefix + (kMaxExperts + 1) * 4 + 4;  // [8]
+  static constexpr int kSpan = kPrefix + (kMaxExperts + 1) * 4;  // [kMaxExperts] begin | rows << 16
+  static constexpr int kWarpSum = kSpan + kMaxExperts * 4;    // [8]
   static constexpr int kBar = (kWarpSum + 8 * 4 + 7) & ~7;    // full[NS], empty[NS]
   static constexpr int kRedBar = kBar + 2 * kStages * 8;      // red_full, red_free
   static constexpr int kEnd = kRedBar + 2 * 8;
   static constexpr size_t kDynamic = kEnd + 128;              // + alignment slack
 };
+// Split 4 keeps 3 CTAs per SM (228 KB, 1 KB reserved per CTA): with 2 the split rule's cluster
+// waves double and it falls back to no split at EP16 T=1 (GEMM2 11.4 -> 14.6 us, D round 11).
+static_assert(3 * (BulkSmem<4>::kDynamic + 1024) <= 228 * 1024, "split 4: 3 CTAs per SM");
 
 // ---- PTX wrappers (sm_90) beyond decode_gemm_kernel.cuh's ----
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
@@ -95,6 +99,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
   uint8_t* smem = ptx::align_smem<128>(smem_raw);
   const uint32_t sbase = ptx::smem_addr(smem);
   int* sPrefix = reinterpret_cast<int*>(smem + L::kPrefix);
+  uint32_t* sSpan = reinterpret_cast<uint32_t*>(smem + L::kSpan);
   int* sWarp = reinterpret_cast<int*>(smem + L::kWarpSum);
   const uint32_t bar_full = sbase + L::kBar;               // + 8 s
   const uint32_t bar_empty = bar_full + 8 * kStages;       // + 8 s
@@ -119,18 +124,20 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
   }
   // Everything below reads what earlier kernels of the chain wrote (offsets, rows, activations).
   pdl::wait();
-  build_tile_prefix<kBN, kBulkThreads>(p, m_tiles, sPrefix, sWarp);  // its __syncthreads also
-                                                                // publishes the mbarriers
+  // (its __syncthreads also publishes the mbarriers)
+  build_tile_prefix<kBN, kBulkThreads>(p, m_tiles, sPrefix, sWarp, sSpan);
   if constexpr (S > 1) cluster_sync_all();   // peers' barriers exist before any remote arrive
   const int total = sPrefix[p.num_experts];
   const int64_t mk = static_cast<int64_t>(p.M) * p.K;
+  TileWalker walk;  // per warp
 
   if (warp == 4) {
     // ================= producer warp =================
     const uint64_t policy = evict_first_policy();
     uint32_t it = 0;
     for (int tile = cid; tile < total; tile += nclu) {
-      const TileInfo ti = tile_info(p, sPrefix, tile);
+      const TileInfo ti =
+          walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile, lane);
       const uint8_t* wq = p.w_packed + ti.e * (mk / 2) +
                           static_cast<int64_t>(ti.mt) * KT * kWBytes;
       const uint8_t* ws = p.w_scales + ti.e * (mk / 32) +
@@ -165,14 +172,17 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
   }
 
   // ================= consumer warps =================
-  const int g = lane >> 2;
+  const int g = lane >> 2, t = lane & 3;
   // ldmatrix.x4 row addresses of the wide and narrow steps (step_lm_offset).
   const uint32_t lm_wide = step_lm_offset<false>(lane, kActPitch);
   const uint32_t lm_narrow = step_lm_offset<true>(lane, kActPitch);
   uint32_t it = 0;
   int n_red = 0;  // split tiles done (parity of the red barriers)
   for (int tile = cid; tile < total; tile += nclu) {
-    const TileInfo ti = tile_info(p, sPrefix, tile);
+    const TileInfo ti =
+        walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile, lane);
+    Gemm2Cols cols{};
+    if (!kGemm1 && rank == 0) cols = gemm2_cols(p, ti, t);  // in flight during the mainloop
     float d[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) d[i] = 0.0f;
@@ -212,7 +222,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     };
     if (ti.nrows <= kBN / 2) stages(std::true_type()); else stages(std::false_type());
 
-    finish_tile<S, kGemm1, L>(p, ti, d, smem, sbase, rank, n_red);
+    finish_tile<S, kGemm1, L>(p, ti, cols, d, smem, sbase, rank, n_red);
   }
   if constexpr (S > 1) {
     // Rank 0 arrives on our red_free after its last read of our partial: stay alive until then.

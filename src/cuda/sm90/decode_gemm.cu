@@ -204,6 +204,7 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
   // strides; the scales' base is checked here (every per-expert and per-step offset is a
   // multiple of 128 bytes).
   const bool fits = bn == decode::kBN && a.num_experts <= kDecodeMaxExperts &&
+                    a.max_rows <= kDecodeMaxRows &&
                     (reinterpret_cast<uintptr_t>(a.w_scales) & 15u) == 0;
   if (g.kernel == kGemmDecode) {
     if (!fits) return true;  // forced onto a problem it cannot serve

@@ -14,6 +14,10 @@ namespace mxmoe::sm90 {
 struct KernelArgs;  // grouped_gemm_kernel.cuh
 
 constexpr int kDecodeMaxExperts = 1024;  // the decode kernel's per-CTA tile prefix capacity
+// The kernels keep each expert's begin and rows in 16 bits of shared memory (a wider table cost
+// a CTA per SM at split 4: bench/NOTES.md D round 11), so max_rows is bounded; decode sizes
+// (T * k <= ~1024) are far below it.
+constexpr int kDecodeMaxRows = 65535;
 // kGemmAuto sends 16-token tiles here when the mean rows per expert (rows_hint / num_experts) is
 // at most kDecodeMaxMeanRows. On the H200 (bench/NOTES.md D, GEMM-only, EP16) the decode kernel
 // took 276 us at T=64 (tiled kernel 345), 422 at T=256 (519) and 458 at T=512 (mean 9.1 rows;
@@ -51,7 +55,8 @@ int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int
 // tile, kDecodeByDefault and a mean of at most kDecodeMaxMeanRows rows per expert), launches it
 // and returns true with *err = the launch result (cudaErrorInvalidValue for a bad kernel or
 // split_k value, or, when forced, a tile_n other than 0 / 16, more than kDecodeMaxExperts
-// experts or w_scales not 16-byte aligned); false leaves the problem to the tiled kernel.
+// experts, max_rows above kDecodeMaxRows or w_scales not 16-byte aligned); false leaves the
+// problem to the tiled kernel.
 template <bool kGemm1>
 bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int num_sms,
                             cudaStream_t stream, cudaError_t* err);

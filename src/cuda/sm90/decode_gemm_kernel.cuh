@@ -30,8 +30,9 @@
 //    the buffers (remote arrive on each rank's red_free) and runs the epilogue. No global
 //    workspace and no counters: nothing to zero, graph replays need no reset.
 //  - Persistent grid: cluster c walks tiles c, c + clusters, ...
-//  - Epilogues: the tiled kernel's, for BN = 16 (same situ_glu, same MX block = the tile's 32
-//    intermediates of a token, same staging and 16-byte stores), so the numerics are identical.
+//  - Epilogues: GEMM1 the tiled kernel's for BN = 16 (same situ_glu, same MX block = the tile's
+//    32 intermediates of a token, same staging and 16-byte stores); GEMM2 the same values
+//    (gemm2_store.cuh) stored from the accumulators. So the numerics are identical.
 // Limitations: BN = 16 only (more rows per expert take more token tiles, each re-reading the
 //   weights: the launcher sends those to the tiled kernels); num_experts <= kDecodeMaxExperts
 //   (the tile prefix is in smem); S in {1, 2, 4, 8} (portable cluster sizes).
@@ -59,13 +60,15 @@ constexpr int kMaxExperts = 1024;        // tile prefix capacity (Kimi: at most 
 constexpr int kWBytes = kWarpgroup * kFragBytes;        // 2048 per 64-K step
 constexpr int kSBytes = kRowPairs * kFragScaleBytes;    // 128 per 64-K step
 constexpr int kPartBytes = kThreads * 8 * 4;            // one CTA's fp32 partial tile: 4 KB
-constexpr int kStageOutBytes = kBN * 68 * 4;            // epilogue staging (GEMM2's is larger)
+constexpr int kStageOutBytes = kBN * kH1Pitch * 2;      // GEMM1's h staging (GEMM2 stores from
+                                                        // its registers)
 constexpr int kPitch = kDepth * 128 + 16;  // bytes per token row of a chunk: ldmatrix conflict-free
 constexpr int kChunkBytes = kBN * kPitch;  // one chunk buffer (two of them)
 static_assert(kChunkBytes % 128 == 0, "chunk alignment");
 
 // Shared-memory carve-up (offsets from a 128-byte aligned base): the two chunk buffers, the
-// split reduction's partials, the epilogue staging, the MX amax, the tile prefix, the reduction's
+// split reduction's partials, the epilogue staging, the MX amax, the tile prefix, the experts'
+// {begin, rows} (16 bits each: the launcher takes max_rows <= kDecodeMaxRows), the reduction's
 // two mbarriers (red_full, red_free).
 template <int S>
 struct Smem {
@@ -74,7 +77,8 @@ struct Smem {
   static constexpr int kOut = kRed + (S - 1) * kPartBytes;
   static constexpr int kAmax = kOut + kStageOutBytes;         // [4 warps][16]
   static constexpr int kPrefix = kAmax + 4 * kBN * 4;         // [kMaxExperts + 1]
-  static constexpr int kWarpSum = kPrefix + (kMaxExperts + 1) * 4 + 4;  // [8]
+  static constexpr int kSpan = kPrefix + (kMaxExperts + 1) * 4;  // [kMaxExperts] begin | rows << 16
+  static constexpr int kWarpSum = kSpan + kMaxExperts * 4;    // [8]
   static constexpr int kRedBar = (kWarpSum + 8 * 4 + 7) & ~7;  // red_full, red_free
   static constexpr int kEnd = kRedBar + 2 * 8;
   static constexpr size_t kDynamic = kEnd + 128;              // + alignment slack
@@ -218,22 +222,53 @@ __device__ __forceinline__ uint32_t ld_weights_u32(const void* ptr, uint64_t pol
 struct TileInfo {
   int e, mt, p0, nrows;
 };
-// The tile's expert by a binary search of the prefix (ld.shared on its shared address: through
-// the generic pointer the search compiled to generic loads, ~9% of the kernel's stall samples at
-// TP8xEP4 T=64 on the H200 profile), then its weight tile and token rows.
-__device__ __forceinline__ TileInfo tile_info(const KernelArgs& p, const int* sPrefix, int tile) {
-  const uint32_t prefix = ptx::smem_addr(sPrefix);
-  int lo = 0, hi = p.num_experts - 1;  // the last expert whose prefix <= tile
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (ptx::lds_s32(prefix + 4 * mid) <= tile) lo = mid; else hi = mid - 1;
+// A warp's walk over its CTA's tiles, which come in increasing order: the next tile's expert
+// (the last e with prefix[e] <= tile) is at or after the current one, so the warp tests the next
+// 32 prefixes at once, one ld.shared and a ballot per 32 experts passed (the prefix is
+// non-decreasing, so the hits are the ballot's low bits). The binary search it replaces took
+// log2(E) dependent loads per tile, and the expert's rows two dependent global loads; at
+// TP8xEP4 T=64 (6 K steps per GEMM2 tile) that per-tile chain was ~14% of GEMM2's stall samples
+// (bench/NOTES.md D round 11). Called by whole warps, every lane with the same tile.
+// prefix / span: the shared addresses of sPrefix [E + 1] and sSpan [E] (passed in, not held:
+// the register kernel has no register to spare across its mainloop).
+struct TileWalker {
+  int e = 0;  // prefix[0] = 0 <= any tile
+  __device__ __forceinline__ TileInfo next(uint32_t prefix, uint32_t span, int num_experts,
+                                           int tile, int lane) {
+    for (;;) {
+      const int c = e + 1 + lane;
+      const bool passed = c < num_experts && ptx::lds_s32(prefix + 4 * c) <= tile;
+      const uint32_t m = __ballot_sync(0xFFFFFFFFu, passed);
+      e += __popc(m);
+      if (m != 0xFFFFFFFFu) break;
+    }
+    const uint32_t span_e = ptx::lds_u32(span + 4 * e);
+    const int begin = static_cast<int>(span_e & 0xFFFFu), rows = static_cast<int>(span_e >> 16);
+    const int u = tile - ptx::lds_s32(prefix + 4 * e);
+    if (rows <= kBN) return {e, u, begin, rows};  // one token tile (rows >= 1): most at decode
+    const int n_tok = (rows + kBN - 1) / kBN;
+    const int rt = u % n_tok;
+    return {e, u / n_tok, begin + rt * kBN, min(kBN, rows - rt * kBN)};
   }
-  int begin, rows;
-  expert_rows(p, lo, &begin, &rows);
-  const int n_tok = (rows + kBN - 1) / kBN;
-  const int u = tile - ptx::lds_s32(prefix + 4 * lo);
-  const int rt = u % n_tok;
-  return {lo, u / n_tok, begin + rt * kBN, min(kBN, rows - rt * kBN)};
+};
+
+// GEMM2's per-token values for this thread's accumulator columns 8 (i / 2) + 2 t + i % 2: the
+// routing weight and out_token, loaded when the tile is known so that their latency hides
+// behind the mainloop (bulk kernel) or the next tile's start (register kernel).
+struct Gemm2Cols {
+  float w[4];
+  int ot[4];
+};
+__device__ __forceinline__ Gemm2Cols gemm2_cols(const KernelArgs& p, const TileInfo& ti, int t) {
+  Gemm2Cols c;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int col = 8 * (i >> 1) + 2 * t + (i & 1);
+    const bool in = col < ti.nrows;
+    c.w[i] = in ? p.row_weight[ti.p0 + col] : 0.0f;
+    c.ot[i] = in ? smxx::gemm2_out_token(p.out_token, ti.p0 + col) : -1;
+  }
+  return c;
 }
 
 // After a tile's mainloop, by the CTA's 128 threads: the split-K reduction
@@ -241,8 +276,8 @@ __device__ __forceinline__ TileInfo tile_info(const KernelArgs& p, const int* sP
 // n_red counts the split tiles done (the parity of the red barriers).
 template <int S, bool kGemm1, class L>
 __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo& ti,
-                                            float (&d)[8], uint8_t* smem, uint32_t sbase,
-                                            uint32_t rank, int& n_red) {
+                                            const Gemm2Cols& cols, float (&d)[8], uint8_t* smem,
+                                            uint32_t sbase, uint32_t rank, int& n_red) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
   const uint32_t bar_red_full = sbase + L::kRedBar, bar_red_free = bar_red_full + 8;
@@ -315,38 +350,25 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
                                   8 * part) = val;
       }
     }
+    cta_sync();  // staging read out before the next tile's epilogue writes it
   } else {
-    // ---- GEMM2: y (or out) = row_weight * acc ----
-    // Each thread stores 16 bytes of two token rows; their weights are loaded before the
-    // staging barrier, so the load's latency hides behind it.
-    constexpr int kStores = kBN * 16 / kThreads;
-    float rw[kStores];
-    int ot[kStores];
+    // ---- GEMM2: y (or out) = row_weight * acc, straight from the accumulators ----
+    // d[4 h + j] is weight row g, d[4 h + 2 + j] row g + 8, of token column 8 h + 2 t + j. In
+    // one store the 8 lanes of a t hold 8 consecutive floats of one token row (32 bytes, whole
+    // sectors), so staging through shared memory would buy no wider transactions, only two
+    // CTA barriers per tile (~5% of the TP8xEP4 T=64 GEMM2's stall samples, D round 11).
 #pragma unroll
-    for (int k = 0; k < kStores; ++k) {
-      const int c = (tid + k * kThreads) >> 4;
-      rw[k] = c < ti.nrows ? p.row_weight[ti.p0 + c] : 0.0f;
-      ot[k] = c < ti.nrows ? smxx::gemm2_out_token(p.out_token, ti.p0 + c) : -1;
-    }
-    float* sY = reinterpret_cast<float*>(smem + L::kOut);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int c = 8 * (i >> 2) + 2 * t + (i & 1);
-      sY[c * kY2Pitch + 16 * warp + g + 8 * ((i >> 1) & 1)] = d[i];
-    }
-    cta_sync();
-#pragma unroll
-    for (int k = 0; k < kStores; ++k) {
-      const int idx = tid + k * kThreads;
-      const int c = idx >> 4, part = idx & 15;
-      if (c < ti.nrows) {
-        float* row = smxx::gemm2_row(p.y, p.M, p.out, p.out_stride, ot[k], ti.p0 + c);
-        *reinterpret_cast<float4*>(row + 64 * ti.mt + 4 * part) =
-            smxx::weighted4(sY + c * kY2Pitch + 4 * part, rw[k], smxx::gemm2_bias(ot[k]));
+    for (int i = 0; i < 4; ++i) {
+      const int col = 8 * (i >> 1) + 2 * t + (i & 1);
+      if (col < ti.nrows) {
+        float* row = smxx::gemm2_row(p.y, p.M, p.out, p.out_stride, cols.ot[i], ti.p0 + col) +
+                     64 * ti.mt + 16 * warp + g;
+        const float bias = smxx::gemm2_bias(cols.ot[i]);
+        row[0] = smxx::gemm2_value(d[4 * (i >> 1) + (i & 1)], cols.w[i], bias);
+        row[8] = smxx::gemm2_value(d[4 * (i >> 1) + 2 + (i & 1)], cols.w[i], bias);
       }
     }
   }
-  cta_sync();  // staging read out before the next tile's epilogue writes it
 }
 
 
@@ -360,10 +382,11 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
   uint8_t* smem = ptx::align_smem<128>(smem_raw);
   const uint32_t sbase = ptx::smem_addr(smem);
   int* sPrefix = reinterpret_cast<int*>(smem + L::kPrefix);
+  uint32_t* sSpan = reinterpret_cast<uint32_t*>(smem + L::kSpan);
   int* sWarp = reinterpret_cast<int*>(smem + L::kWarpSum);
   const uint32_t bar_red_full = sbase + L::kRedBar, bar_red_free = bar_red_full + 8;
 
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int KT = p.K / kStepK, m_tiles = p.M / kTileM;
   const SplitSlice sl = split_slice<S>(KT);
   const uint32_t rank = sl.rank;
@@ -378,8 +401,9 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     }
   }
   pdl::wait();  // offsets, rows and activations come from earlier kernels of the chain
-  build_tile_prefix<kBN, kThreads>(p, m_tiles, sPrefix, sWarp);  // + __syncthreads
+  build_tile_prefix<kBN, kThreads>(p, m_tiles, sPrefix, sWarp, sSpan);  // + __syncthreads
   if constexpr (S > 1) cluster_sync_all();  // peers' barriers exist before any remote arrive
+  TileWalker walk;
   const int total = sPrefix[p.num_experts];
   const int64_t mk = static_cast<int64_t>(p.M) * p.K;
   const uint64_t policy = evict_first_policy();
@@ -430,7 +454,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
   int tile = cid;
   TileInfo ti{};
   if (tile < total) {
-    ti = tile_info(p, sPrefix, tile);
+    ti = walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile, lane);
     start_tile(ti);
   }
   for (; tile < total; tile += nclu) {
@@ -474,11 +498,14 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     };
     if (ti.nrows <= kBN / 2) chunks(std::true_type()); else chunks(std::false_type());
     const TileInfo cur = ti;
+    Gemm2Cols cols{};
+    if (!kGemm1 && rank == 0) cols = gemm2_cols(p, cur, t);  // in flight during start_tile
     if (tile + nclu < total) {  // the next tile's loads fly during this tile's epilogue
-      ti = tile_info(p, sPrefix, tile + nclu);
+      ti = walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile + nclu,
+                     lane);
       start_tile(ti);
     }
-    finish_tile<S, kGemm1, L>(p, cur, d, smem, sbase, rank, n_red);
+    finish_tile<S, kGemm1, L>(p, cur, cols, d, smem, sbase, rank, n_red);
   }
   if constexpr (S > 1) {
     // Rank 0 arrives on our red_free after its last read of our partial: stay alive until then.

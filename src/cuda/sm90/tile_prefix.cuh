@@ -22,10 +22,12 @@ __device__ __forceinline__ void expert_rows(const Params& p, int e, int* begin, 
 
 // sPrefix[e] = tiles (BN-token tiles x m_tiles weight tiles) of experts < e, sPrefix[E] = total.
 // Called by all NT threads of the block (NT a multiple of 32, sWarp holds NT / 32 ints); ends
-// with __syncthreads, so sPrefix is visible to the whole block.
+// with __syncthreads, so sPrefix is visible to the whole block. sSpan (optional, [E]): each
+// expert's clamped begin | rows << 16, for kernels with max_rows <= 65535 that look them up
+// once per tile (one ld.shared instead of two dependent global loads).
 template <int BN, int NT, class Params>
 __device__ __forceinline__ void build_tile_prefix(const Params& p, int m_tiles, int* sPrefix,
-                                                  int* sWarp) {
+                                                  int* sWarp, uint32_t* sSpan = nullptr) {
   static_assert(NT % 32 == 0, "whole warps");
   const int tid = threadIdx.x, E = p.num_experts;
   const int chunk = (E + NT - 1) / NT;
@@ -48,6 +50,7 @@ __device__ __forceinline__ void build_tile_prefix(const Params& p, int m_tiles, 
     sPrefix[e] = run;
     int b, r;
     expert_rows(p, e, &b, &r);
+    if (sSpan != nullptr) sSpan[e] = static_cast<uint32_t>(b) | static_cast<uint32_t>(r) << 16;
     run += (r + BN - 1) / BN * m_tiles;
   }
   if (tid == NT - 1) sPrefix[E] = before + v;
