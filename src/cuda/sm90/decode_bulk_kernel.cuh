@@ -1,7 +1,7 @@
 // src/cuda/sm90/decode_bulk_kernel.cuh: the decode GEMM's second mainloop, for the sparsest
 // problems (a few rows in all: T = 1 under EP): a producer warp streams each tile's prepacked
 // weights, scales and token rows with 1-D bulk copies (cp.async.bulk, mbarrier complete_tx) into
-// a 6-stage ring of 2 K steps per stage, 4 consumer warps expand and mma.sync them. Same tiles,
+// a 4-stage ring of 2 K steps per stage, 4 consumer warps expand and mma.sync them. Same tiles,
 // split-K cluster reduction, epilogues (finish_tile) and numerics as decode_gemm_kernel.cuh.
 //
 // Why two mainloops: per kernel the register-streamed one is as fast or faster everywhere
@@ -23,7 +23,11 @@ constexpr int kBulkThreads = kThreads + 32;      // 4 consumer warps + 1 produce
 // bytes of activations.
 struct BulkRing {
   static constexpr int KS = kBulkStageSteps;
-  static constexpr int kStages = 6;                 // NS
+  // NS. 4 rather than 6: the ring is most of the CTA's shared memory, and at 4 stages split 1
+  // runs 4 CTAs per SM instead of 3 (registers allow 4); more warps beat more steps in flight per
+  // CTA (H200, same call: TP8xEP4 T=64 GEMM2 56.2 -> 51.2 us, end to end ep16 T=8 78.3 -> 71.8,
+  // tp8ep4 T=64 153.2 -> 149.5, T=8 49.7 -> 50.6; bench/NOTES.md D round 12).
+  static constexpr int kStages = 4;
   static constexpr int kActPitch = KS * 128 + 16;   // bytes per token row: ldmatrix conflict-free
   static constexpr int kA = KS * (kWBytes + kSBytes);  // activation rows' offset in a stage
   static constexpr int kStageBytes = kA + kBN * kActPitch;  // a multiple of 128
