@@ -829,14 +829,27 @@ float time_graph_us(const std::function<void(cudaStream_t)>& enqueue, cudaStream
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
+// What both glue benches time with: the flush buffer and a non-blocking stream.
+struct GlueBenchRig {
+  static constexpr size_t kFlushBytes = 256u << 20;
+  DevBuf<uint8_t> flush{kFlushBytes};
+  cudaStream_t s = nullptr;
+  GlueBenchRig() { cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); }
+  ~GlueBenchRig() { cudaStreamDestroy(s); }
+  GlueBenchRig(const GlueBenchRig&) = delete;
+  GlueBenchRig& operator=(const GlueBenchRig&) = delete;
+  bool ok() const { return s != nullptr && flush.get() != nullptr; }
+  float time_us(const std::function<void(cudaStream_t)>& enqueue) const {
+    return time_graph_us(enqueue, s, flush.get(), kFlushBytes);
+  }
+};
 
 TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
   MXMOE_REQUIRE_SM90();
   const int H = 3584, k = 16, Et = 896;
-  const size_t flush_bytes = 256u << 20;
-  DevBuf<uint8_t> flush(flush_bytes);
-  cudaStream_t s;
-  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const GlueBenchRig rig;
+  ASSERT_TRUE(rig.ok());
+  const cudaStream_t s = rig.s;
   for (int El : {56, 224})
     for (int T : {1, 8, 64})
       for (bool gpu_route : {false, true}) {
@@ -909,14 +922,13 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
           smxx::launch_prologue(a, shape, st);
           smxx::launch_combine(y.get(), H, grp.pos.get(), T, k, out.get(), H, false, st);
         };
-        const float ts = time_graph_us(separate, s, flush.get(), flush_bytes);
-        const float tf = time_graph_us(fused, s, flush.get(), flush_bytes);
+        const float ts = rig.time_us(separate);
+        const float tf = rig.time_us(fused);
         CUDA_OK(cudaStreamSynchronize(s));
         CUDA_OK(cudaGetLastError());
         std::printf("GLUEBENCH local=%3d T=%3d router=%-4s | separate %6.2f us | fused %6.2f us | "
                     "saved %6.2f us\n", El, T, gpu_route ? "gpu" : "ids", ts, tf, ts - tf);
       }
-  cudaStreamDestroy(s);
 }
 
 // The glue at prefill sizes, each kernel alone and the w4a16 chain (group, whose scan also
@@ -930,10 +942,9 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
 TEST(GpuGlueBench, DISABLED_PrefillGlue) {
   MXMOE_REQUIRE_SM90();
   const int H = 3584, k = 16, Et = 896;
-  const size_t flush_bytes = 256u << 20;
-  DevBuf<uint8_t> flush(flush_bytes);
-  cudaStream_t s;
-  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const GlueBenchRig rig;
+  ASSERT_TRUE(rig.ok());
+  const cudaStream_t s = rig.s;
   for (auto [El, L] : {std::pair{56, 1}, {224, 4}})
     for (int T : {4096, 16384}) {
       const int P = T * k;
@@ -975,22 +986,19 @@ TEST(GpuGlueBench, DISABLED_PrefillGlue) {
       };
       group(s);  // pair_pos for the combine's timing alone
       CUDA_OK(cudaStreamSynchronize(s));
-      const float tg = time_graph_us(group, s, flush.get(), flush_bytes);
-      const float tc = time_graph_us(combine, s, flush.get(), flush_bytes);
-      const float tq = time_graph_us(quantize, s, flush.get(), flush_bytes);
-      const float tall = time_graph_us(
-          [&](cudaStream_t st) {
-            group(st);
-            combine(st);
-          },
-          s, flush.get(), flush_bytes);
+      const float tg = rig.time_us(group);
+      const float tc = rig.time_us(combine);
+      const float tq = rig.time_us(quantize);
+      const float tall = rig.time_us([&](cudaStream_t st) {
+        group(st);
+        combine(st);
+      });
       CUDA_OK(cudaStreamSynchronize(s));
       CUDA_OK(cudaGetLastError());
       std::printf("GLUEBENCH prefill local=%3d per-token=%d T=%5d | group (+ SiTU fill) %7.2f us "
                   "| combine %7.2f us | chain %7.2f us | quantize (w4a8) %7.2f us\n",
                   El, L, T, tg, tc, tall, tq);
     }
-  cudaStreamDestroy(s);
 }
 
 }  // namespace
