@@ -44,7 +44,6 @@ namespace {
 
 constexpr int kMaxLocal = 8192;
 constexpr int kScanThreads = 1024;
-constexpr int kScanExperts = 1;  // experts a scan warp loads at once (3 was slower at 224: G round 8)
 constexpr int kScanRounds = 8;   // 32-chunk groups per expert a scan warp loads at once
 constexpr int kRankThreads = 256;
 constexpr int kRankSmemInts = 12288;  // 48 KB: no opt-in attribute (graph-capture friendly)
@@ -155,54 +154,41 @@ __global__ void __launch_bounds__(kScanThreads)
   pdl::launch_dependents();
   if (fill.beta_out) fill_situ(fill, start, E, threadIdx.x, blockDim.x);
   // Per expert: an exclusive scan along the chunks; the total goes to totals[e], the OR of the
-  // chunks' single-pair flags to expert_has_out[e]. A warp takes kScanExperts experts at once
-  // (e = warp, warp + 32, ...), lane l chunk c0 + 32 b + l of each (coalesced loads and
-  // stores), kScanRounds x 32 chunks per round with all loads in flight, then one warp scan per
-  // (expert, b). (Lane l taking 8 consecutive chunks instead made every store instruction
-  // touch 32 sectors: the one CTA's scan took 12.5 us at 56 experts and 33 us at 224, T=16384,
-  // bench/NOTES.md G round 8; a serial walk down 256 chunks, one dependent load at a time, took
-  // ~80 us.)
+  // chunks' single-pair flags to expert_has_out[e]. A warp takes one expert at a time (e = warp,
+  // warp + 32, ...; three at once were slower at 224 experts: their scans ran one after another,
+  // bench/NOTES.md G round 8), lane l chunk c0 + 32 b + l (coalesced loads and stores),
+  // kScanRounds x 32 chunks per round with all loads in flight, then one warp scan per b. (Lane
+  // l taking 8 consecutive chunks instead made every store instruction touch 32 sectors: the one
+  // CTA's scan took 12.5 us at 56 experts and 33 us at 224, T=16384, G round 8; a serial walk
+  // down 256 chunks, one dependent load at a time, took ~80 us.)
   constexpr int kWarps = kScanThreads / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int e0 = warp; e0 < E; e0 += kWarps * kScanExperts) {
-    int32_t run[kScanExperts];
-    uint32_t flags[kScanExperts];
-#pragma unroll
-    for (int g = 0; g < kScanExperts; ++g) run[g] = 0, flags[g] = 0u;
+  for (int e = warp; e < E; e += kWarps) {
+    int32_t* counts = scratch + static_cast<size_t>(e) * chunks;
+    int32_t run = 0;
+    uint32_t flags = 0u;
     for (int c0 = 0; c0 < chunks; c0 += 32 * kScanRounds) {
-      int32_t v[kScanExperts][kScanRounds];
+      int32_t v[kScanRounds];
 #pragma unroll
-      for (int g = 0; g < kScanExperts; ++g) {
-        const int e = e0 + g * kWarps;
-#pragma unroll
-        for (int b = 0; b < kScanRounds; ++b) {
-          const int c = c0 + 32 * b + lane;
-          v[g][b] = e < E && c < chunks ? scratch[static_cast<size_t>(e) * chunks + c] : 0;
-        }
+      for (int b = 0; b < kScanRounds; ++b) {
+        const int c = c0 + 32 * b + lane;
+        v[b] = c < chunks ? counts[c] : 0;
       }
 #pragma unroll
-      for (int g = 0; g < kScanExperts; ++g) {
-        const int e = e0 + g * kWarps;
-#pragma unroll
-        for (int b = 0; b < kScanRounds; ++b) {
-          flags[g] |= static_cast<uint32_t>(v[g][b]);
-          const int32_t x = v[g][b] & ~kSingleFlag;
-          const int32_t incl = warp_inclusive_sum(x, lane);
-          const int c = c0 + 32 * b + lane;
-          if (e < E && c < chunks) scratch[static_cast<size_t>(e) * chunks + c] = run[g] + incl - x;
-          run[g] += __shfl_sync(0xFFFFFFFFu, incl, 31);
-        }
+      for (int b = 0; b < kScanRounds; ++b) {
+        flags |= static_cast<uint32_t>(v[b]);
+        const int32_t x = v[b] & ~kSingleFlag;
+        const int32_t incl = warp_inclusive_sum(x, lane);
+        const int c = c0 + 32 * b + lane;
+        if (c < chunks) counts[c] = run + incl - x;
+        run += __shfl_sync(0xFFFFFFFFu, incl, 31);
       }
     }
-#pragma unroll
-    for (int g = 0; g < kScanExperts; ++g) {
-      const int e = e0 + g * kWarps;
-      const uint32_t any = __reduce_or_sync(0xFFFFFFFFu, flags[g]);
-      if (lane == 0 && e < E) {
-        totals[e] = run[g];
-        if (expert_has_out)
-          expert_has_out[e] = (any & static_cast<uint32_t>(kSingleFlag)) != 0u ? 1 : 0;
-      }
+    const uint32_t any = __reduce_or_sync(0xFFFFFFFFu, flags);
+    if (lane == 0) {
+      totals[e] = run;
+      if (expert_has_out)
+        expert_has_out[e] = (any & static_cast<uint32_t>(kSingleFlag)) != 0u ? 1 : 0;
     }
   }
   __syncthreads();
