@@ -32,9 +32,10 @@ inline CombineGrid combine_grid(int T, int H) {
   const int want = (T + kCombineWarps - 1) / kCombineWarps;
   CombineGrid g;
   g.chunks = 1;
-  if (static_cast<int64_t>(want) * row_chunks > kCombineMaxCtas)
-    g.chunks = (row_chunks + std::max(1, kCombineMaxCtas / want) - 1) /
-               std::max(1, kCombineMaxCtas / want);
+  if (static_cast<int64_t>(want) * row_chunks > kCombineMaxCtas) {
+    const int slices_cap = std::max(1, kCombineMaxCtas / want);  // slices the cap leaves
+    g.chunks = (row_chunks + slices_cap - 1) / slices_cap;
+  }
   g.slices = (row_chunks + g.chunks - 1) / g.chunks;
   g.groups = std::min(want, std::max(1, kCombineMaxCtas / g.slices));
   return g;
