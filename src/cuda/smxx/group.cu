@@ -33,6 +33,7 @@
 // Launched with PDL (smxx/pdl.cuh): each kernel waits before touching its predecessor's data.
 // Limitations: expert_count <= kMaxLocal (one counter array and E bits in 48 KB of shared
 // memory).
+#include "smxx/cta_scan.cuh"
 #include "smxx/glue.h"
 #include "smxx/group_pairs.cuh"
 #include "smxx/pdl.cuh"
@@ -192,34 +193,10 @@ __global__ void __launch_bounds__(kScanThreads)
     }
   }
   __syncthreads();
-  // Exclusive scan of the totals: each thread a contiguous segment, then warp scans of the
-  // segment sums (two barriers; a shared-memory scan with one step per bit took twenty).
-  static_assert(kScanThreads == 32 * 32, "one warp scans the warp sums");
-  constexpr int kMaxSeg = kMaxLocal / kScanThreads;
-  const int seg = (E + kScanThreads - 1) / kScanThreads;  // <= kMaxSeg
-  const int lo = min(E, static_cast<int>(threadIdx.x) * seg), hi = min(E, lo + seg);
-  int32_t tot[kMaxSeg];
-  int32_t mine = 0;
-#pragma unroll
-  for (int s = 0; s < kMaxSeg; ++s) {
-    tot[s] = lo + s < hi ? totals[lo + s] : 0;
-    mine += tot[s];
-  }
-  const int32_t incl = warp_inclusive_sum(mine, lane);
-  if (lane == 31) warp_sums[warp] = incl;
-  __syncthreads();
-  if (warp == 0) {
-    const int32_t v = warp_sums[lane];
-    warp_sums[lane] = warp_inclusive_sum(v, lane) - v;
-  }
-  __syncthreads();
-  int32_t run = warp_sums[warp] + incl - mine;  // exclusive prefix of this segment
-#pragma unroll
-  for (int s = 0; s < kMaxSeg; ++s) {
-    if (lo + s < hi) offsets[lo + s] = run;
-    run += tot[s];
-  }
-  if (threadIdx.x == kScanThreads - 1) offsets[E] = run;  // the last segment ends at E
+  // Exclusive scan of the totals into offsets[0..E].
+  cta_exclusive_scan<kScanThreads, kMaxLocal / kScanThreads>(
+      E, warp_sums, [&](int e) { return totals[e]; },
+      [&](int e, int32_t v) { offsets[e] = v; });
   // scratch[e, c] stays relative to expert e's first row: group_place adds offsets[e].
 }
 

@@ -24,13 +24,13 @@
 #include <algorithm>
 #include <climits>
 
+#include "smxx/cta_scan.cuh"
 #include "smxx/glue.h"
 #include "smxx/group_pairs.cuh"
 #include "smxx/pdl.cuh"
 #include "smxx/quantize_row.cuh"
 #include "smxx/route_warp.cuh"
 #include "smxx/situ_fill.cuh"
-#include "smxx/warp_scan.cuh"
 
 namespace mxmoe::smxx {
 namespace {
@@ -102,36 +102,13 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
     off[e + 1] = run;
   }
   __syncthreads();
-  // Exclusive scan of the totals: a contiguous segment per thread, then across threads.
-  const int seg = (El + kThreads - 1) / kThreads;  // <= kMaxScanSeg (prologue_plan)
-  const int lo = min(El, tid * seg), hi = min(El, lo + seg);
-  int32_t tot[kMaxScanSeg];
-  int32_t mine = 0;
-#pragma unroll
-  for (int s = 0; s < kMaxScanSeg; ++s) {
-    tot[s] = lo + s < hi ? off[lo + s + 1] : 0;
-    mine += tot[s];
-  }
-  const int32_t incl = warp_inclusive_sum(mine, lane);
-  if (lane == 31) warp_sums[warp] = incl;
-  __syncthreads();  // also: every total is read before off[] is overwritten below
-  if (warp == 0) {
-    const int32_t v = warp_inclusive_sum(lane < kWarps ? warp_sums[lane] : 0, lane);
-    if (lane < kWarps) warp_sums[lane] = v;
-  }
-  __syncthreads();
-  int32_t run = incl - mine + (warp > 0 ? warp_sums[warp - 1] : 0);
-#pragma unroll
-  for (int s = 0; s < kMaxScanSeg; ++s) {
-    if (lo + s < hi) off[lo + s] = run;
-    run += tot[s];
-  }
-  if (tid == 0) off[El] = warp_sums[kWarps - 1];
+  // Exclusive scan of the totals into off[0..El] (reads off[1..El] before it writes).
+  cta_exclusive_scan<kThreads, kMaxScanSeg>(
+      El, warp_sums, [&](int e) { return off[e + 1]; }, [&](int e, int32_t v) { off[e] = v; });
   __syncthreads();
   for (int e = tid; e <= El; e += kThreads) a.expert_offsets[e] = off[e];
   if (a.out_token)  // the scatter below ORs into it (after the barrier that follows)
     for (int e = tid; e < El; e += kThreads) a.expert_has_out[e] = 0;
-  for (int i = tid; i < a.chunks * El; i += kThreads) cnt[i] += off[i % El];
   __syncthreads();
 
   // ---- grouping: stable scatter, one warp per chunk, 32 pairs at a time in pair order ----
@@ -143,7 +120,9 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
       const unsigned same = __match_any_sync(~0u, le);
       const unsigned owned = __ballot_sync(~0u, le >= 0);
       const unsigned before = same & ((1u << lane) - 1u);
-      const int pos = le >= 0 ? next[le] + __popc(before) : -1;
+      // cnt holds each chunk's start relative to its expert's offset (added here rather than
+      // by a pass over all chunks x experts before the barrier: ~200 instructions per warp).
+      const int pos = le >= 0 ? off[le] + next[le] + __popc(before) : -1;
       __syncwarp();
       if (le >= 0 && before == 0) next[le] += __popc(same);
       __syncwarp();
