@@ -109,6 +109,10 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   for (int e = tid; e <= El; e += kThreads) a.expert_offsets[e] = off[e];
   if (a.out_token)  // the scatter below ORs into it (after the barrier that follows)
     for (int e = tid; e < El; e += kThreads) a.expert_has_out[e] = 0;
+  // Each chunk's first row per expert, absolute. (Adding off[le] in the scatter instead saves
+  // this pass's instructions but puts one more dependent shared load in every 32-pair round:
+  // ep16 T=1 +1.5 us end to end, bench/NOTES.md G round 11.)
+  for (int i = tid; i < a.chunks * El; i += kThreads) cnt[i] += off[i % El];
   __syncthreads();
 
   // ---- grouping: stable scatter, one warp per chunk, 32 pairs at a time in pair order ----
@@ -120,9 +124,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
       const unsigned same = __match_any_sync(~0u, le);
       const unsigned owned = __ballot_sync(~0u, le >= 0);
       const unsigned before = same & ((1u << lane) - 1u);
-      // cnt holds each chunk's start relative to its expert's offset (added here rather than
-      // by a pass over all chunks x experts before the barrier: ~200 instructions per warp).
-      const int pos = le >= 0 ? off[le] + next[le] + __popc(before) : -1;
+      const int pos = le >= 0 ? next[le] + __popc(before) : -1;
       __syncwarp();
       if (le >= 0 && before == 0) next[le] += __popc(same);
       __syncwarp();
