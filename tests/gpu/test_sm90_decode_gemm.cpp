@@ -118,62 +118,52 @@ class Sm90DecodeSplitK : public ::testing::TestWithParam<std::tuple<int, int>> {
   void SetUp() override { decode_set_mainloop(std::get<1>(GetParam())); }
   void TearDown() override { decode_set_mainloop(0); }
   static int split() { return std::get<0>(GetParam()); }
+  // A case for the decode kernel at this test's split: the given rows per expert, 16-token tiles.
+  template <class Case>
+  static Case decode_case(std::vector<int> rows) {
+    Case c;
+    c.rows = std::move(rows);
+    c.tile_n = 16;
+    c.kernel = kGemmDecode;
+    c.split_k = split();
+    return c;
+  }
 };
 
 TEST_P(Sm90DecodeSplitK, Gemm1Bf16) {
   REQUIRE_SM90();
-  Gemm1Case c;
-  c.rows = kAwkwardRows;
-  c.tile_n = 16;
-  c.kernel = kGemmDecode;
-  c.split_k = split();
+  Gemm1Case c = decode_case<Gemm1Case>(kAwkwardRows);
   c.per_expert_beta = true;
   c.K = 512;  // 8 steps: every split has work; split 8 gives one step per CTA
   run_gemm1_case(c);
 }
 TEST_P(Sm90DecodeSplitK, Gemm1Mxfp8) {
   REQUIRE_SM90();
-  Gemm1Case c;
-  c.rows = kAwkwardRows;
-  c.tile_n = 16;
-  c.kernel = kGemmDecode;
-  c.split_k = split();
+  Gemm1Case c = decode_case<Gemm1Case>(kAwkwardRows);
   c.mxfp8_out = true;
   c.seed = 3;
   run_gemm1_case(c);  // K 256: 4 steps, split 8 leaves empty slices
 }
 TEST_P(Sm90DecodeSplitK, Gemm2) {
   REQUIRE_SM90();
-  Gemm2Case c;
-  c.rows = kAwkwardRows;
-  c.tile_n = 16;
-  c.kernel = kGemmDecode;
-  c.split_k = split();
+  Gemm2Case c = decode_case<Gemm2Case>(kAwkwardRows);
   run_gemm2_case(c);
 }
 TEST_P(Sm90DecodeSplitK, OddStepsWideScales) {
   // K = 192 is 3 steps (uneven slices); scale bytes up to 150 take expand_fragment's second
   // multiply.
   REQUIRE_SM90();
-  Gemm2Case c;
-  c.rows = {5, 16, 0, 33, 1};
+  Gemm2Case c = decode_case<Gemm2Case>({5, 16, 0, 33, 1});
   c.H = 192;
   c.I = 192;
   c.s_lo = 100;
   c.s_hi = 150;
-  c.tile_n = 16;
-  c.kernel = kGemmDecode;
-  c.split_k = split();
   run_gemm2_case(c);
-  Gemm1Case c1;
-  c1.rows = {5, 16, 0, 33, 1};
+  Gemm1Case c1 = decode_case<Gemm1Case>({5, 16, 0, 33, 1});
   c1.I = 96;
   c1.K = 192;
   c1.s_lo = 100;
   c1.s_hi = 135;
-  c1.tile_n = 16;
-  c1.kernel = kGemmDecode;
-  c1.split_k = split();
   run_gemm1_case(c1);
 }
 TEST_P(Sm90DecodeSplitK, ManyExperts) {
@@ -187,22 +177,14 @@ TEST_P(Sm90DecodeSplitK, ManyExperts) {
   for (int e = 100; e < 180; ++e) rows[e] = 0;
   rows[180] = 17;
   rows[299] = 2;
-  Gemm1Case c;
-  c.rows = rows;
+  Gemm1Case c = decode_case<Gemm1Case>(rows);
   c.I = 64;
   c.K = 192;
-  c.tile_n = 16;
-  c.kernel = kGemmDecode;
-  c.split_k = split();
   c.mxfp8_out = true;
   run_gemm1_case(c);
-  Gemm2Case c2;
-  c2.rows = rows;
+  Gemm2Case c2 = decode_case<Gemm2Case>(rows);
   c2.H = 128;
   c2.I = 128;
-  c2.tile_n = 16;
-  c2.kernel = kGemmDecode;
-  c2.split_k = split();
   run_gemm2_case(c2);
 }
 TEST_P(Sm90DecodeSplitK, GraphReplay) {
