@@ -68,6 +68,13 @@ struct DevBuf {
   explicit DevBuf(size_t count) : n(count) {
     if (cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T)) != cudaSuccess) p = nullptr;
   }
+  // A copy of h (p stays null when the allocation or the copy fails).
+  explicit DevBuf(const std::vector<T>& h) : DevBuf(h.size()) {
+    if (p && !h.empty() && up(h) != cudaSuccess) {
+      cudaFree(p);
+      p = nullptr;
+    }
+  }
   ~DevBuf() { cudaFree(p); }
   DevBuf(const DevBuf&) = delete;
   DevBuf& operator=(const DevBuf&) = delete;
@@ -80,6 +87,30 @@ struct DevBuf {
   }
 };
 
+// Median of `timed` CUDA-event timings of launch() (after 3 untimed), each after a write of
+// flush_bytes at flush (the L2 flushed: the weights come from DRAM as in a real layer).
+template <typename F>
+float median_us(F launch, void* flush, size_t flush_bytes, int timed = 15) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<float> t;
+  for (int rep = 0; rep < timed + 3; ++rep) {
+    cudaMemsetAsync(flush, rep & 0xFF, flush_bytes, 0);
+    cudaEventRecord(a, 0);
+    launch();
+    cudaEventRecord(b, 0);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    if (rep >= 3) t.push_back(ms * 1000.0f);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 inline int num_sms() {
   int n = 0;
   cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
@@ -90,23 +121,34 @@ inline int num_sms() {
 struct Mx4 {
   int rows = 0, k = 0;
   std::vector<uint8_t> packed, scales;
+  // Element (r, c), dequantized (exact in fp32).
+  float value(int r, int c) const {
+    return e2m1_to_float(e2m1_get(&packed[static_cast<size_t>(r) * k / 2], c)) *
+           ue8m0_to_float(scales[static_cast<size_t>(r) * k / 32 + c / 32]);
+  }
 };
-inline Mx4 random_mx4(std::mt19937_64& rng, int rows, int k, int s_lo, int s_hi) {
+// Random bytes; scale byte (r, b) of block b of row r from scale(r, b), called in row order.
+template <typename F>
+Mx4 random_mx4(std::mt19937_64& rng, int rows, int k, F scale) {
   Mx4 m;
   m.rows = rows;
   m.k = k;
   m.packed.resize(static_cast<size_t>(rows) * k / 2);
   m.scales.resize(static_cast<size_t>(rows) * k / 32);
-  std::uniform_int_distribution<int> byte(0, 255), sc(s_lo, s_hi);
+  std::uniform_int_distribution<int> byte(0, 255);
   for (auto& b : m.packed) b = static_cast<uint8_t>(byte(rng));
-  for (auto& s : m.scales) s = static_cast<uint8_t>(sc(rng));
+  for (int r = 0; r < rows; ++r)
+    for (int b = 0; b < k / 32; ++b)
+      m.scales[static_cast<size_t>(r) * k / 32 + b] = static_cast<uint8_t>(scale(r, b));
   return m;
 }
-// Dequantized row r of m (exact in fp32).
+inline Mx4 random_mx4(std::mt19937_64& rng, int rows, int k, int s_lo, int s_hi) {
+  std::uniform_int_distribution<int> sc(s_lo, s_hi);
+  return random_mx4(rng, rows, k, [&](int, int) { return sc(rng); });
+}
+// Dequantized row r of m.
 inline void dequant_row(const Mx4& m, int r, float* out) {
-  const uint8_t* pr = m.packed.data() + static_cast<size_t>(r) * m.k / 2;
-  const uint8_t* sr = m.scales.data() + static_cast<size_t>(r) * m.k / 32;
-  for (int c = 0; c < m.k; ++c) out[c] = e2m1_to_float(e2m1_get(pr, c)) * ue8m0_to_float(sr[c / 32]);
+  for (int c = 0; c < m.k; ++c) out[c] = m.value(r, c);
 }
 // w13 [2I, K] from w1, w3 [I, K] by weight_layout.h's row map (bytes only).
 inline Mx4 fuse(const Mx4& w1, const Mx4& w3) {

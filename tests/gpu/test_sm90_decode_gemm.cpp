@@ -293,37 +293,7 @@ TEST(Sm90DecodeGemm, TiledKernelStillServes16TokenTiles) {
 
 // ---------------------------------------------------------------------------------------------
 // Timings.
-struct Dev {
-  void* p = nullptr;
-  explicit Dev(size_t bytes) {
-    if (cudaMalloc(&p, std::max<size_t>(bytes, 16)) != cudaSuccess) p = nullptr;
-  }
-  ~Dev() { cudaFree(p); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-};
 
-template <typename F>
-float median_us(F launch, void* flush, size_t flush_bytes) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  std::vector<float> t;
-  for (int rep = 0; rep < 18; ++rep) {
-    cudaMemsetAsync(flush, rep & 0xFF, flush_bytes, 0);
-    cudaEventRecord(a, 0);
-    launch();
-    cudaEventRecord(b, 0);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    if (rep >= 3) t.push_back(ms * 1000.0f);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 constexpr double kCopyGBs = 3917.0;  // SM copy rate on the H200 (bench/RESULTS.md)
 
@@ -356,16 +326,16 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     v = static_cast<uint8_t>(118 + (x >> 40) % 9);  // scales 2^-9 .. 2^-1
   }
-  Dev d_w13q(E * w13q), d_w13s(E * w13s), d_w2q(E * w2q), d_w2s(E * w2s);
+  DevBuf<uint8_t> d_w13q(E * w13q), d_w13s(E * w13s), d_w2q(E * w2q), d_w2s(E * w2s);
   ASSERT_EQ(cudaMemcpy(d_w13q.p, hq.data(), E * w13q, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(d_w13s.p, hs.data(), E * w13s, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(d_w2q.p, hq.data(), E * w2q, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(d_w2s.p, hs.data(), E * w2s, cudaMemcpyHostToDevice), cudaSuccess);
   std::vector<uint16_t> act(static_cast<size_t>(std::max(T, pairs)) * H);
   for (auto& v : act) v = random_bf16(rng, 0.05f);
-  Dev d_x(static_cast<size_t>(T) * H * 2), d_h(static_cast<size_t>(pairs) * I * 2),
-      d_y(static_cast<size_t>(pairs) * H * 4), d_off((E + 1) * 4), d_row(pairs * 4),
-      d_rw(pairs * 4), d_beta(E * 4), d_lbeta(E * 4);
+  DevBuf<uint16_t> d_x(static_cast<size_t>(T) * H), d_h(static_cast<size_t>(pairs) * I);
+  DevBuf<float> d_y(static_cast<size_t>(pairs) * H), d_rw(pairs), d_beta(E), d_lbeta(E);
+  DevBuf<int32_t> d_off(E + 1), d_row(pairs);
   ASSERT_EQ(cudaMemcpy(d_x.p, act.data(), static_cast<size_t>(T) * H * 2, cudaMemcpyHostToDevice),
             cudaSuccess);
   ASSERT_EQ(cudaMemcpy(d_h.p, act.data(), static_cast<size_t>(pairs) * I * 2,
@@ -380,34 +350,34 @@ void bench(const char* layout, int E, int I, int topk, int T) {
   ASSERT_EQ(cudaMemcpy(d_beta.p, b4.data(), E * 4, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(d_lbeta.p, b25.data(), E * 4, cudaMemcpyHostToDevice), cudaSuccess);
   const size_t flush_bytes = 256u << 20;
-  Dev flush(flush_bytes);
+  DevBuf<uint8_t> flush(flush_bytes);
   const int sms = num_sms();
 
   GroupedProblem g;
   g.num_experts = E;
-  g.expert_offsets = static_cast<const int32_t*>(d_off.p);
+  g.expert_offsets = d_off.p;
   g.max_rows = pairs;
   g.tile_n = 16;
   Gemm1Params p1;
-  p1.w_packed = static_cast<const uint8_t*>(d_w13q.p);
-  p1.w_scales = static_cast<const uint8_t*>(d_w13s.p);
+  p1.w_packed = d_w13q.p;
+  p1.w_scales = d_w13s.p;
   p1.I = I;
   p1.K = H;
-  p1.x = static_cast<const __nv_bfloat16*>(d_x.p);
+  p1.x = reinterpret_cast<const __nv_bfloat16*>(d_x.p);
   p1.x_stride = H;
-  p1.x_row = static_cast<const int32_t*>(d_row.p);
-  p1.beta = static_cast<const float*>(d_beta.p);
-  p1.linear_beta = static_cast<const float*>(d_lbeta.p);
-  p1.h = static_cast<__nv_bfloat16*>(d_h.p);
+  p1.x_row = d_row.p;
+  p1.beta = d_beta.p;
+  p1.linear_beta = d_lbeta.p;
+  p1.h = reinterpret_cast<__nv_bfloat16*>(d_h.p);
   p1.g = g;
   Gemm2Params p2;
-  p2.w_packed = static_cast<const uint8_t*>(d_w2q.p);
-  p2.w_scales = static_cast<const uint8_t*>(d_w2s.p);
+  p2.w_packed = d_w2q.p;
+  p2.w_scales = d_w2s.p;
   p2.H = H;
   p2.I = I;
-  p2.h = static_cast<const __nv_bfloat16*>(d_h.p);
-  p2.row_weight = static_cast<const float*>(d_rw.p);
-  p2.y = static_cast<float*>(d_y.p);
+  p2.h = reinterpret_cast<const __nv_bfloat16*>(d_h.p);
+  p2.row_weight = d_rw.p;
+  p2.y = d_y.p;
   p2.g = g;
   const double b1 = static_cast<double>(hit) * (w13q + w13s);
   const double b2 = static_cast<double>(hit) * (w2q + w2s);

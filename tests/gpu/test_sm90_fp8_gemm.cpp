@@ -30,108 +30,27 @@
 #include "sm90/fp8_fold.h"
 #include "sm90/fp8_gemm.h"
 #include "sm90/grouped_gemm.h"
+#include "sm90_gemm_check.h"
 #include "smxx/quantize_mxfp8_codes.h"
 
 namespace mxmoe::sm90 {
 namespace {
 
-#define CUDA_OK(expr)                                                             \
-  do {                                                                            \
-    const cudaError_t err_ = (expr);                                              \
-    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_);    \
-  } while (0)
-
-bool sm90_available(std::string* why) {
-  int n = 0;
-  const cudaError_t err = cudaGetDeviceCount(&n);
-  if (err != cudaSuccess || n == 0) {
-    *why = std::string("no CUDA device (") + cudaGetErrorString(err) + ")";
-    return false;
-  }
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9 || prop.minor != 0) {
-    *why = "device 0 is not sm_90";
-    return false;
-  }
-  return true;
-}
-#define REQUIRE_SM90()                                                                  \
-  do {                                                                                  \
-    std::string why_;                                                                   \
-    if (!sm90_available(&why_)) GTEST_SKIP() << "SKIPPED (no SM90 GPU): " << why_;      \
-  } while (0)
-
-template <typename T>
-struct Dev {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit Dev(size_t count) : n(count) {
-    if (cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T)) != cudaSuccess) p = nullptr;
-  }
-  explicit Dev(const std::vector<T>& h) : Dev(h.size()) {
-    if (p && !h.empty()) cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
-  }
-  ~Dev() { cudaFree(p); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-  std::vector<T> down() const {
-    std::vector<T> h(n);
-    cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost);
-    return h;
-  }
-};
-
-int num_sms() {
-  int n = 0;
-  cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
-  return n;
-}
-
-struct Mx4 {
-  int rows = 0, k = 0;
-  std::vector<uint8_t> packed, scales;
-  float value(int r, int c) const {
-    return e2m1_to_float(e2m1_get(&packed[static_cast<size_t>(r) * k / 2], c)) *
-           ue8m0_to_float(scales[static_cast<size_t>(r) * k / 32 + c / 32]);
-  }
-};
-// Scale bytes: `scale(r, b)` picks each one.
-template <typename F>
-Mx4 random_mx4(std::mt19937_64& rng, int rows, int k, F scale) {
-  Mx4 m;
-  m.rows = rows;
-  m.k = k;
-  m.packed.resize(static_cast<size_t>(rows) * k / 2);
-  m.scales.resize(static_cast<size_t>(rows) * k / 32);
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (auto& b : m.packed) b = static_cast<uint8_t>(byte(rng));
-  for (int r = 0; r < rows; ++r)
-    for (int b = 0; b < k / 32; ++b) m.scales[static_cast<size_t>(r) * k / 32 + b] = scale(r, b);
-  return m;
-}
-Mx4 fuse(const Mx4& w1, const Mx4& w3) {
-  Mx4 f;
-  f.rows = 2 * w1.rows;
-  f.k = w1.k;
-  const size_t pb = w1.k / 2, sb = w1.k / 32;
-  f.packed.resize(f.rows * pb);
-  f.scales.resize(f.rows * sb);
-  for (int i = 0; i < w1.rows; ++i) {
-    for (int up = 0; up < 2; ++up) {
-      const Mx4& src = up ? w3 : w1;
-      const int r = w13_row(i, up != 0);
-      memcpy(&f.packed[r * pb], &src.packed[i * pb], pb);
-      memcpy(&f.scales[r * sb], &src.scales[i * sb], sb);
-    }
-  }
-  return f;
-}
+// The SM90 test helpers shared with the BF16-MMA kernels' tests (sm90_gemm_check.h).
+using check::DevBuf;
+using check::fuse;
+using check::median_us;
+using check::Mx4;
+using check::num_sms;
+using check::offsets_of;
+using check::random_mx4;
+using check::sm90_available;
 
 // The folded set of several experts on the device.
 struct DevFolded {
   Fp8FoldedSet set;
-  std::unique_ptr<Dev<uint8_t>> w, extra_w;
-  std::unique_ptr<Dev<int32_t>> row_exp, extra_begin, extra_exp;
+  std::unique_ptr<DevBuf<uint8_t>> w, extra_w;
+  std::unique_ptr<DevBuf<int32_t>> row_exp, extra_begin, extra_exp;
   Fp8WeightsView view() const {
     Fp8WeightsView v;
     v.w = w->p;
@@ -149,11 +68,11 @@ std::unique_ptr<DevFolded> fold_experts(const std::vector<Mx4>& ms) {
     fold_mxfp4_to_e4m3(m.packed.data(), m.scales.data(), m.rows, m.k, &f);
     append_folded(f, &d->set);
   }
-  d->w = std::make_unique<Dev<uint8_t>>(d->set.w);
-  d->extra_w = std::make_unique<Dev<uint8_t>>(d->set.extra_w);
-  d->row_exp = std::make_unique<Dev<int32_t>>(d->set.row_exp);
-  d->extra_begin = std::make_unique<Dev<int32_t>>(d->set.extra_begin);
-  d->extra_exp = std::make_unique<Dev<int32_t>>(d->set.extra_exp);
+  d->w = std::make_unique<DevBuf<uint8_t>>(d->set.w);
+  d->extra_w = std::make_unique<DevBuf<uint8_t>>(d->set.extra_w);
+  d->row_exp = std::make_unique<DevBuf<int32_t>>(d->set.row_exp);
+  d->extra_begin = std::make_unique<DevBuf<int32_t>>(d->set.extra_begin);
+  d->extra_exp = std::make_unique<DevBuf<int32_t>>(d->set.extra_exp);
   return d;
 }
 
@@ -217,11 +136,6 @@ struct Compare {
   }
 };
 
-std::vector<int32_t> offsets_of(const std::vector<int>& rows) {
-  std::vector<int32_t> off(rows.size() + 1, 0);
-  for (size_t e = 0; e < rows.size(); ++e) off[e + 1] = off[e] + rows[e];
-  return off;
-}
 
 // ---------------------------------------------------------------------------------------------
 TEST(Sm90Fp8Quantize, CodesAndScalesEqualTheCpuBitForBit) {
@@ -240,13 +154,15 @@ TEST(Sm90Fp8Quantize, CodesAndScalesEqualTheCpuBitForBit) {
   for (int as_f32 = 0; as_f32 < 2; ++as_f32) {
     std::vector<float> src(xf.size());
     for (size_t i = 0; i < xf.size(); ++i) src[i] = as_f32 ? xf[i] : bf16_to_float(xb[i]);
-    Dev<float> d_f(xf);
-    Dev<uint16_t> d_b(xb);
-    Dev<uint8_t> d_codes(static_cast<size_t>(T) * H), d_scales(static_cast<size_t>(T) * H / 32);
+    DevBuf<float> d_f(xf);
+    DevBuf<uint16_t> d_b(xb);
+    DevBuf<uint8_t> d_codes(static_cast<size_t>(T) * H), d_scales(static_cast<size_t>(T) * H / 32);
     CUDA_OK(smxx::launch_quantize_mxfp8_codes(as_f32 ? static_cast<const void*>(d_f.p) : d_b.p,
                                               as_f32 != 0, stride, T, H, d_codes.p, d_scales.p, 0));
     CUDA_OK(cudaDeviceSynchronize());
-    const auto codes = d_codes.down(), scales = d_scales.down();
+    std::vector<uint8_t> codes, scales;
+    CUDA_OK(d_codes.down(&codes));
+    CUDA_OK(d_scales.down(&scales));
     std::vector<uint8_t> rc(H), rs(H / 32);
     int64_t bad = 0;
     for (int t = 0; t < T; ++t) {
@@ -308,10 +224,10 @@ void run_gemm1(const CaseOpts& c) {
   for (int p = 0; p < pairs; ++p) x_row[p] = tok(rng);
   std::vector<float> beta(E, 4.0f), lbeta(E, 25.0f);
 
-  Dev<uint8_t> d_xc(x.codes), d_xs(x.scales);
-  Dev<int32_t> d_row(x_row), d_off(off);
-  Dev<float> d_beta(beta), d_lbeta(lbeta);
-  Dev<uint8_t> d_h(static_cast<size_t>(max_rows) * I), d_hs(static_cast<size_t>(max_rows) * I / 32);
+  DevBuf<uint8_t> d_xc(x.codes), d_xs(x.scales);
+  DevBuf<int32_t> d_row(x_row), d_off(off);
+  DevBuf<float> d_beta(beta), d_lbeta(lbeta);
+  DevBuf<uint8_t> d_h(static_cast<size_t>(max_rows) * I), d_hs(static_cast<size_t>(max_rows) * I / 32);
   Fp8Gemm1Params p;
   p.w = folded->view();
   p.I = I;
@@ -334,8 +250,8 @@ void run_gemm1(const CaseOpts& c) {
     CUDA_OK(cudaMemset(d_hs.p, 0xFF, d_hs.n));
     CUDA_OK(launch_fp8_gemm1(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
-    h[run] = d_h.down();
-    hs[run] = d_hs.down();
+    CUDA_OK(d_h.down(&h[run]));
+    CUDA_OK(d_hs.down(&hs[run]));
   }
   EXPECT_EQ(h[0], h[1]) << "two runs differ (codes)";
   EXPECT_EQ(hs[0], hs[1]) << "two runs differ (scales)";
@@ -435,9 +351,9 @@ void run_gemm2(const CaseOpts& c) {
     std::fill(hx.values.begin(), hx.values.begin() + 2 * static_cast<size_t>(I), 0.0f);
     rw[0] = -0.5f;
   }
-  Dev<uint8_t> d_hc(hx.codes), d_hs(hx.scales);
-  Dev<float> d_rw(rw), d_y(static_cast<size_t>(max_rows) * H);
-  Dev<int32_t> d_off(off);
+  DevBuf<uint8_t> d_hc(hx.codes), d_hs(hx.scales);
+  DevBuf<float> d_rw(rw), d_y(static_cast<size_t>(max_rows) * H);
+  DevBuf<int32_t> d_off(off);
   Fp8Gemm2Params p;
   p.w = folded->view();
   p.H = H;
@@ -456,7 +372,7 @@ void run_gemm2(const CaseOpts& c) {
     CUDA_OK(cudaMemset(d_y.p, 0xFF, d_y.n * 4));
     CUDA_OK(launch_fp8_gemm2(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
-    y[run] = d_y.down();
+    CUDA_OK(d_y.down(&y[run]));
   }
   EXPECT_EQ(0, memcmp(y[0].data(), y[1].data(), y[0].size() * 4)) << "two runs differ";
   for (size_t i = static_cast<size_t>(pairs) * H; i < y[0].size(); ++i) {
@@ -607,27 +523,6 @@ void fill_bytes(std::vector<uint8_t>* v, uint64_t seed, int lo, int span) {
     b = static_cast<uint8_t>(lo + (s >> 24) % span);
   }
 }
-template <typename F>
-float median_us(F launch, void* flush, size_t flush_bytes) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  std::vector<float> t;
-  for (int rep = 0; rep < 13; ++rep) {
-    cudaMemsetAsync(flush, rep & 0xFF, flush_bytes, 0);
-    cudaEventRecord(a, 0);
-    launch();
-    cudaEventRecord(b, 0);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    if (rep >= 3) t.push_back(ms * 1000.0f);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 void bench(const char* layout, int E, int I, int topk, int T) {
   const int H = 3584;
@@ -649,27 +544,27 @@ void bench(const char* layout, int E, int I, int topk, int T) {
   std::vector<int32_t> rexp(static_cast<size_t>(E) * std::max(2 * I, H), -10);
   std::vector<int32_t> eb13(static_cast<size_t>(E) * (2 * I / 64) + 1, 0),
       eb2(static_cast<size_t>(E) * (H / 64) + 1, 0);
-  Dev<uint8_t> d_w13(std::vector<uint8_t>(wbytes.begin(), wbytes.begin() + E * w13));
-  Dev<uint8_t> d_w2(std::vector<uint8_t>(wbytes.begin(), wbytes.begin() + E * w2));
-  Dev<int32_t> d_rexp(rexp), d_eb13(eb13), d_eb2(eb2);
+  DevBuf<uint8_t> d_w13(std::vector<uint8_t>(wbytes.begin(), wbytes.begin() + E * w13));
+  DevBuf<uint8_t> d_w2(std::vector<uint8_t>(wbytes.begin(), wbytes.begin() + E * w2));
+  DevBuf<int32_t> d_rexp(rexp), d_eb13(eb13), d_eb2(eb2);
   std::vector<uint8_t> act(static_cast<size_t>(std::max(T, pairs)) * std::max(H, I));
   fill_bytes(&act, 3, 0, 0x7E);
   std::vector<uint8_t> ascale(act.size() / 32);
   fill_bytes(&ascale, 4, 118, 9);
-  Dev<uint8_t> d_xc(std::vector<uint8_t>(act.begin(), act.begin() + static_cast<size_t>(T) * H));
-  Dev<uint8_t> d_xs(std::vector<uint8_t>(ascale.begin(), ascale.begin() + static_cast<size_t>(T) * H / 32));
-  Dev<uint8_t> d_hc(std::vector<uint8_t>(act.begin(), act.begin() + static_cast<size_t>(pairs) * I));
-  Dev<uint8_t> d_hs(std::vector<uint8_t>(ascale.begin(), ascale.begin() + static_cast<size_t>(pairs) * I / 32));
-  Dev<uint8_t> d_hc_out(static_cast<size_t>(pairs) * I), d_hs_out(static_cast<size_t>(pairs) * I / 32);
-  Dev<float> d_y(static_cast<size_t>(pairs) * H);
-  Dev<int32_t> d_off(off);
+  DevBuf<uint8_t> d_xc(std::vector<uint8_t>(act.begin(), act.begin() + static_cast<size_t>(T) * H));
+  DevBuf<uint8_t> d_xs(std::vector<uint8_t>(ascale.begin(), ascale.begin() + static_cast<size_t>(T) * H / 32));
+  DevBuf<uint8_t> d_hc(std::vector<uint8_t>(act.begin(), act.begin() + static_cast<size_t>(pairs) * I));
+  DevBuf<uint8_t> d_hs(std::vector<uint8_t>(ascale.begin(), ascale.begin() + static_cast<size_t>(pairs) * I / 32));
+  DevBuf<uint8_t> d_hc_out(static_cast<size_t>(pairs) * I), d_hs_out(static_cast<size_t>(pairs) * I / 32);
+  DevBuf<float> d_y(static_cast<size_t>(pairs) * H);
+  DevBuf<int32_t> d_off(off);
   std::vector<int32_t> xrow(pairs);
   for (int p = 0; p < pairs; ++p) xrow[p] = p % T;
-  Dev<int32_t> d_row(xrow);
+  DevBuf<int32_t> d_row(xrow);
   std::vector<float> ones(std::max(E, pairs), 1.0f), b4(E, 4.0f), b25(E, 25.0f);
-  Dev<float> d_rw(ones), d_beta(b4), d_lbeta(b25);
+  DevBuf<float> d_rw(ones), d_beta(b4), d_lbeta(b25);
   const size_t flush_bytes = 256u << 20;
-  Dev<uint8_t> flush(flush_bytes);
+  DevBuf<uint8_t> flush(flush_bytes);
   const int sms = num_sms();
 
   GroupedProblem g;
@@ -710,8 +605,8 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     CUDA_OK(launch_fp8_gemm1(p1, sms, 0));
     CUDA_OK(launch_fp8_gemm2(p2, sms, 0));
     CUDA_OK(cudaDeviceSynchronize());
-    const float t1 = median_us([&] { launch_fp8_gemm1(p1, sms, 0); }, flush.p, flush_bytes);
-    const float t2 = median_us([&] { launch_fp8_gemm2(p2, sms, 0); }, flush.p, flush_bytes);
+    const float t1 = median_us([&] { launch_fp8_gemm1(p1, sms, 0); }, flush.p, flush_bytes, 10);
+    const float t2 = median_us([&] { launch_fp8_gemm2(p2, sms, 0); }, flush.p, flush_bytes, 10);
     CUDA_OK(cudaGetLastError());
     printf("BENCH fp8  %-8s E=%3d I=%4d T=%5d pairs=%6d wgs=%d tile_n=%3d | gemm1+mx %8.1f us %6.1f TFLOP/s | "
            "gemm2 %8.1f us %6.1f TFLOP/s | sum %8.1f us %6.1f TFLOP/s\n",
@@ -725,14 +620,14 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     const size_t q2 = prepacked_packed_bytes(H, I), s2 = prepacked_scale_bytes(H, I);
     std::vector<uint8_t> sc(E * std::max(s13, s2));
     fill_bytes(&sc, 2, 118, 9);
-    Dev<uint8_t> d_q13(std::vector<uint8_t>(wbytes.begin(), wbytes.begin() + E * q13));
-    Dev<uint8_t> d_s13(std::vector<uint8_t>(sc.begin(), sc.begin() + E * s13));
-    Dev<uint8_t> d_q2(std::vector<uint8_t>(wbytes.begin(), wbytes.begin() + E * q2));
-    Dev<uint8_t> d_s2(std::vector<uint8_t>(sc.begin(), sc.begin() + E * s2));
+    DevBuf<uint8_t> d_q13(std::vector<uint8_t>(wbytes.begin(), wbytes.begin() + E * q13));
+    DevBuf<uint8_t> d_s13(std::vector<uint8_t>(sc.begin(), sc.begin() + E * s13));
+    DevBuf<uint8_t> d_q2(std::vector<uint8_t>(wbytes.begin(), wbytes.begin() + E * q2));
+    DevBuf<uint8_t> d_s2(std::vector<uint8_t>(sc.begin(), sc.begin() + E * s2));
     std::vector<uint8_t> xb(static_cast<size_t>(std::max(T, pairs)) * std::max(H, I) * 2);
     fill_bytes(&xb, 5, 0, 256);
     for (size_t i = 1; i < xb.size(); i += 2) xb[i] = static_cast<uint8_t>(0x3C + (xb[i] & 1));
-    Dev<uint8_t> d_xb(xb), d_hb(static_cast<size_t>(pairs) * I * 2);
+    DevBuf<uint8_t> d_xb(xb), d_hb(static_cast<size_t>(pairs) * I * 2);
     Gemm1Params b1;
     b1.w_packed = d_q13.p;
     b1.w_scales = d_s13.p;
@@ -758,8 +653,8 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     CUDA_OK(launch_gemm1(b1, sms, 0));
     CUDA_OK(launch_gemm2(b2, sms, 0));
     CUDA_OK(cudaDeviceSynchronize());
-    const float t1 = median_us([&] { launch_gemm1(b1, sms, 0); }, flush.p, flush_bytes);
-    const float t2 = median_us([&] { launch_gemm2(b2, sms, 0); }, flush.p, flush_bytes);
+    const float t1 = median_us([&] { launch_gemm1(b1, sms, 0); }, flush.p, flush_bytes, 10);
+    const float t2 = median_us([&] { launch_gemm2(b2, sms, 0); }, flush.p, flush_bytes, 10);
     CUDA_OK(cudaGetLastError());
     printf("BENCH bf16 %-8s E=%3d I=%4d T=%5d pairs=%6d tile_n=auto | gemm1+mx %8.1f us %6.1f TFLOP/s | "
            "gemm2 %8.1f us %6.1f TFLOP/s | sum %8.1f us %6.1f TFLOP/s\n",
