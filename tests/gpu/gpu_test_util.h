@@ -46,6 +46,10 @@ class DevBuf {
  public:
   DevBuf() = default;
   explicit DevBuf(size_t n) { alloc(n); }
+  // A copy of h (get() stays null when the allocation or the copy fails).
+  explicit DevBuf(const std::vector<T>& h) {
+    if (upload(h) != cudaSuccess) alloc(0);
+  }
   ~DevBuf() { cudaFree(p_); }
   DevBuf(const DevBuf&) = delete;
   DevBuf& operator=(const DevBuf&) = delete;
@@ -58,9 +62,18 @@ class DevBuf {
   T* get() const { return p_; }
   size_t size() const { return n_; }
   bool ok() const { return p_ != nullptr || n_ == 0; }
-  void upload(const std::vector<T>& h) {
+  // Copies h to the start of the buffer (grown first when h is longer).
+  cudaError_t upload(const std::vector<T>& h) {
     if (h.size() > n_) alloc(h.size());
-    cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+    if (h.empty()) return cudaSuccess;
+    if (!p_) return cudaErrorMemoryAllocation;
+    return cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  // The whole buffer into *h (resized to size()).
+  cudaError_t download(std::vector<T>* h) const {
+    h->resize(n_);
+    return n_ == 0 ? cudaSuccess
+                   : cudaMemcpy(h->data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
   }
   std::vector<T> download(size_t n) const {
     std::vector<T> h(n);

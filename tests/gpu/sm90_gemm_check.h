@@ -28,64 +28,14 @@
 #include "mxmoe/formats.h"
 #include "mxmoe/weight_layout.h"
 #include "gemm2_direct_check.h"
+#include "gpu_test_util.h"
 #include "sm90/grouped_gemm.h"
 #include "sm90/tile_heuristic.h"
 
 namespace mxmoe::sm90::check {
 
-#define CUDA_OK(expr)                                                             \
-  do {                                                                            \
-    const cudaError_t err_ = (expr);                                              \
-    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_);    \
-  } while (0)
-
-inline bool sm90_available(std::string* why) {
-  int n = 0;
-  const cudaError_t err = cudaGetDeviceCount(&n);
-  if (err != cudaSuccess || n == 0) {
-    *why = std::string("no CUDA device (") + cudaGetErrorString(err) + ")";
-    return false;
-  }
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9 || prop.minor != 0) {
-    *why = "device 0 is sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
-           ", these kernels need sm_90";
-    return false;
-  }
-  return true;
-}
-
-#define REQUIRE_SM90()                                                                  \
-  do {                                                                                  \
-    std::string why_;                                                                   \
-    if (!sm90_available(&why_)) GTEST_SKIP() << "SKIPPED (no SM90 GPU): " << why_;      \
-  } while (0)
-
-template <typename T>
-struct DevBuf {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit DevBuf(size_t count) : n(count) {
-    if (cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T)) != cudaSuccess) p = nullptr;
-  }
-  // A copy of h (p stays null when the allocation or the copy fails).
-  explicit DevBuf(const std::vector<T>& h) : DevBuf(h.size()) {
-    if (p && !h.empty() && up(h) != cudaSuccess) {
-      cudaFree(p);
-      p = nullptr;
-    }
-  }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  cudaError_t up(const std::vector<T>& h) {
-    return cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
-  }
-  cudaError_t down(std::vector<T>* h) const {
-    h->resize(n);
-    return cudaMemcpy(h->data(), p, n * sizeof(T), cudaMemcpyDeviceToHost);
-  }
-};
+// CUDA_OK, MXMOE_REQUIRE_SM90 (the loud skip) and DevBuf: gpu_test_util.h.
+using test::DevBuf;
 
 // Median of `timed` CUDA-event timings of launch() (after 3 untimed), each after a write of
 // flush_bytes at flush (the L2 flushed: the weights come from DRAM as in a real layer).
@@ -309,29 +259,29 @@ inline void run_gemm1_case(const Gemm1Case& c) {
   DevBuf<uint16_t> d_x(x.size()), d_h(static_cast<size_t>(max_rows) * I);
   DevBuf<int32_t> d_row(x_row.size()), d_off(off.size());
   DevBuf<float> d_beta(E), d_lbeta(E);
-  CUDA_OK(d_wq.up(wq));
-  CUDA_OK(d_ws.up(ws));
-  CUDA_OK(d_x.up(x));
-  CUDA_OK(d_row.up(x_row));
-  CUDA_OK(d_off.up(off));
-  CUDA_OK(d_beta.up(beta));
-  CUDA_OK(d_lbeta.up(lbeta));
+  CUDA_OK(d_wq.upload(wq));
+  CUDA_OK(d_ws.upload(ws));
+  CUDA_OK(d_x.upload(x));
+  CUDA_OK(d_row.upload(x_row));
+  CUDA_OK(d_off.upload(off));
+  CUDA_OK(d_beta.upload(beta));
+  CUDA_OK(d_lbeta.upload(lbeta));
 
   Gemm1Params p;
-  p.w_packed = d_wq.p;
-  p.w_scales = d_ws.p;
+  p.w_packed = d_wq.get();
+  p.w_scales = d_ws.get();
   p.I = I;
   p.K = K;
-  p.x = reinterpret_cast<const __nv_bfloat16*>(d_x.p);
+  p.x = reinterpret_cast<const __nv_bfloat16*>(d_x.get());
   p.x_stride = x_stride;
-  p.x_row = d_row.p;
-  p.beta = d_beta.p;
-  p.linear_beta = d_lbeta.p;
+  p.x_row = d_row.get();
+  p.beta = d_beta.get();
+  p.linear_beta = d_lbeta.get();
   p.mxfp8_out = c.mxfp8_out;
   p.small_scales = mxfp4_scales_small(ws.data(), ws.size());  // the fast path when it holds
-  p.h = reinterpret_cast<__nv_bfloat16*>(d_h.p);
+  p.h = reinterpret_cast<__nv_bfloat16*>(d_h.get());
   p.g.num_experts = E;
-  p.g.expert_offsets = d_off.p;
+  p.g.expert_offsets = d_off.get();
   p.g.max_rows = max_rows;
   p.g.tile_n = c.tile_n;
   p.g.kernel = c.kernel;
@@ -342,11 +292,11 @@ inline void run_gemm1_case(const Gemm1Case& c) {
   CapturedLaunch graph;
   if (c.graph) CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm1(p, num_sms(), s); }));
   for (int run = 0; run < runs; ++run) {
-    CUDA_OK(cudaMemset(d_h.p, 0xFF, d_h.n * 2));  // poison: BF16 NaN
+    CUDA_OK(cudaMemset(d_h.get(), 0xFF, d_h.size() * 2));  // poison: BF16 NaN
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm1(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(d_h.down(&h[run]));
+    CUDA_OK(d_h.download(&h[run]));
   }
   for (int run = 1; run < runs; ++run) {
     EXPECT_EQ(0, memcmp(h[0].data(), h[run].data(), h[0].size() * 2)) << "run " << run << " differs";
@@ -464,23 +414,23 @@ inline void run_gemm2_case(const Gemm2Case& c) {
   DevBuf<uint16_t> d_h(h.size());
   DevBuf<float> d_rw(rw.size()), d_y(static_cast<size_t>(max_rows) * H);
   DevBuf<int32_t> d_off(off.size());
-  CUDA_OK(d_wq.up(wq));
-  CUDA_OK(cudaMemcpy(d_ws.p + c.scale_offset, ws.data(), ws.size(), cudaMemcpyHostToDevice));
-  CUDA_OK(d_h.up(h));
-  CUDA_OK(d_rw.up(rw));
-  CUDA_OK(d_off.up(off));
+  CUDA_OK(d_wq.upload(wq));
+  CUDA_OK(cudaMemcpy(d_ws.get() + c.scale_offset, ws.data(), ws.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(d_h.upload(h));
+  CUDA_OK(d_rw.upload(rw));
+  CUDA_OK(d_off.upload(off));
 
   Gemm2Params p;
-  p.w_packed = d_wq.p;
-  p.w_scales = d_ws.p + c.scale_offset;
+  p.w_packed = d_wq.get();
+  p.w_scales = d_ws.get() + c.scale_offset;
   p.H = H;
   p.I = I;
-  p.h = reinterpret_cast<const __nv_bfloat16*>(d_h.p);
-  p.row_weight = d_rw.p;
-  p.y = d_y.p;
+  p.h = reinterpret_cast<const __nv_bfloat16*>(d_h.get());
+  p.row_weight = d_rw.get();
+  p.y = d_y.get();
   p.small_scales = mxfp4_scales_small(ws.data(), ws.size());
   p.g.num_experts = E;
-  p.g.expert_offsets = d_off.p;
+  p.g.expert_offsets = d_off.get();
   p.g.max_rows = max_rows;
   p.g.tile_n = c.tile_n;
   p.g.kernel = c.kernel;
@@ -491,11 +441,11 @@ inline void run_gemm2_case(const Gemm2Case& c) {
   CapturedLaunch graph;
   if (c.graph) CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm2(p, num_sms(), s); }));
   for (int run = 0; run < runs; ++run) {
-    CUDA_OK(cudaMemset(d_y.p, 0xFF, d_y.n * 4));  // poison: fp32 NaN
+    CUDA_OK(cudaMemset(d_y.get(), 0xFF, d_y.size() * 4));  // poison: fp32 NaN
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm2(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(d_y.down(&y[run]));
+    CUDA_OK(d_y.download(&y[run]));
   }
   for (int run = 1; run < runs; ++run) {
     EXPECT_EQ(0, memcmp(y[0].data(), y[run].data(), y[0].size() * 4)) << "run " << run << " differs";
@@ -540,7 +490,7 @@ inline void run_gemm2_case(const Gemm2Case& c) {
       std::vector<int32_t> has(E, 0);
       for (int e = 0; e < E; ++e)
         for (int r = off[e]; r < off[e + 1]; ++r) has[e] |= ot[r] >= 0;
-      if (d_has.up(has) == cudaSuccess && (c.seed & 1) == 0) q.expert_has_out = d_has.p;
+      if (d_has.upload(has) == cudaSuccess && (c.seed & 1) == 0) q.expert_has_out = d_has.get();
     };
     check_gemm2_direct(p, H, max_rows, pairs, y[0], rng, name,
                        [](const Gemm2Params& q) { return launch_gemm2(q, num_sms(), 0); },

@@ -51,23 +51,23 @@ TEST(Sm90DecodeSplit, HostHeuristic) {
 }
 
 TEST(Sm90DecodeGemm, RejectsBadArguments) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   DevBuf<uint8_t> any(1 << 16);
   DevBuf<int32_t> off(4);
-  CUDA_OK(cudaMemset(off.p, 0, 16));
+  CUDA_OK(cudaMemset(off.get(), 0, 16));
   Gemm1Params p;
-  p.w_packed = any.p;
-  p.w_scales = any.p;
+  p.w_packed = any.get();
+  p.w_scales = any.get();
   p.I = 64;
   p.K = 64;
-  p.x = reinterpret_cast<const __nv_bfloat16*>(any.p);
+  p.x = reinterpret_cast<const __nv_bfloat16*>(any.get());
   p.x_stride = 64;
-  p.x_row = off.p;
-  p.beta = reinterpret_cast<const float*>(any.p);
+  p.x_row = off.get();
+  p.beta = reinterpret_cast<const float*>(any.get());
   p.linear_beta = p.beta;
-  p.h = reinterpret_cast<__nv_bfloat16*>(any.p + 4096);
+  p.h = reinterpret_cast<__nv_bfloat16*>(any.get() + 4096);
   p.g.num_experts = 1;
-  p.g.expert_offsets = off.p;
+  p.g.expert_offsets = off.get();
   p.g.max_rows = 8;
   p.g.kernel = kGemmDecode;
   EXPECT_EQ(launch_gemm1(p, num_sms(), 0), cudaSuccess);
@@ -93,13 +93,13 @@ TEST(Sm90DecodeGemm, RejectsBadArguments) {
             }),
             cudaSuccess);
   Gemm2Params p2;
-  p2.w_packed = any.p;
-  p2.w_scales = any.p;
+  p2.w_packed = any.get();
+  p2.w_scales = any.get();
   p2.H = 64;
   p2.I = 64;
-  p2.h = reinterpret_cast<const __nv_bfloat16*>(any.p);
-  p2.row_weight = reinterpret_cast<const float*>(any.p);
-  p2.y = reinterpret_cast<float*>(any.p + 8192);
+  p2.h = reinterpret_cast<const __nv_bfloat16*>(any.get());
+  p2.row_weight = reinterpret_cast<const float*>(any.get());
+  p2.y = reinterpret_cast<float*>(any.get() + 8192);
   p2.g = p.g;
   EXPECT_EQ(launch_gemm2(p2, num_sms(), 0), cudaSuccess);
   Gemm2Params q2 = p2;
@@ -131,28 +131,28 @@ class Sm90DecodeSplitK : public ::testing::TestWithParam<std::tuple<int, int>> {
 };
 
 TEST_P(Sm90DecodeSplitK, Gemm1Bf16) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Gemm1Case c = decode_case<Gemm1Case>(kAwkwardRows);
   c.per_expert_beta = true;
   c.K = 512;  // 8 steps: every split has work; split 8 gives one step per CTA
   run_gemm1_case(c);
 }
 TEST_P(Sm90DecodeSplitK, Gemm1Mxfp8) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Gemm1Case c = decode_case<Gemm1Case>(kAwkwardRows);
   c.mxfp8_out = true;
   c.seed = 3;
   run_gemm1_case(c);  // K 256: 4 steps, split 8 leaves empty slices
 }
 TEST_P(Sm90DecodeSplitK, Gemm2) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Gemm2Case c = decode_case<Gemm2Case>(kAwkwardRows);
   run_gemm2_case(c);
 }
 TEST_P(Sm90DecodeSplitK, OddStepsWideScales) {
   // K = 192 is 3 steps (uneven slices); scale bytes up to 150 take expand_fragment's second
   // multiply.
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Gemm2Case c = decode_case<Gemm2Case>({5, 16, 0, 33, 1});
   c.H = 192;
   c.I = 192;
@@ -170,7 +170,7 @@ TEST_P(Sm90DecodeSplitK, ManyExperts) {
   // 300 experts, most of them without rows and an 80-expert gap: the tile walker looks 32
   // experts ahead per ballot, so this takes several ballots per tile; one expert with two token
   // tiles, and the last expert has rows.
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   std::vector<int> rows(300, 0);
   for (int e = 0; e < 300; ++e)
     if (e % 29 == 3 || e % 41 == 0) rows[e] = 1 + e % 3;
@@ -189,7 +189,7 @@ TEST_P(Sm90DecodeSplitK, ManyExperts) {
 }
 TEST_P(Sm90DecodeSplitK, GraphReplay) {
   // One token, as at decode: three replays of one captured graph equal the eager run.
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Gemm1Case c;
   c.rows = {0, 0, 1, 0, 0, 0};
   c.I = 256;
@@ -213,7 +213,7 @@ INSTANTIATE_TEST_SUITE_P(AllSplits, Sm90DecodeSplitK,
                                             ::testing::Values(kDecodeBulkRing, kDecodeRegStream)));
 
 TEST(Sm90DecodeGemm, KimiSizes) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   for (bool mx : {false, true}) {
     Gemm1Case c;  // EP16-like
     c.rows = {1, 0, 5, 17};
@@ -257,7 +257,7 @@ TEST(Sm90DecodeGemm, KimiSizes) {
 
 TEST(Sm90DecodeGemm, AutoAtDecodeSizes) {
   // kGemmAuto with at most kDecodeMaxMeanRows rows per expert: the decode kernel by default.
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Gemm1Case c;
   c.rows = {0, 1, 0, 2, 1, 0, 0, 5};
   c.I = 192;
@@ -277,7 +277,7 @@ TEST(Sm90DecodeGemm, AutoAtDecodeSizes) {
 TEST(Sm90DecodeGemm, TiledKernelStillServes16TokenTiles) {
   // kGemmTiled keeps grouped_gemm_kernel.cuh's 16-token path tested once kGemmAuto picks the
   // decode kernel for it.
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Gemm1Case c;
   c.rows = kAwkwardRows;
   c.tile_n = 16;
@@ -327,57 +327,57 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     v = static_cast<uint8_t>(118 + (x >> 40) % 9);  // scales 2^-9 .. 2^-1
   }
   DevBuf<uint8_t> d_w13q(E * w13q), d_w13s(E * w13s), d_w2q(E * w2q), d_w2s(E * w2s);
-  ASSERT_EQ(cudaMemcpy(d_w13q.p, hq.data(), E * w13q, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_w13s.p, hs.data(), E * w13s, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_w2q.p, hq.data(), E * w2q, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_w2s.p, hs.data(), E * w2s, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_w13q.get(), hq.data(), E * w13q, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_w13s.get(), hs.data(), E * w13s, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_w2q.get(), hq.data(), E * w2q, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_w2s.get(), hs.data(), E * w2s, cudaMemcpyHostToDevice), cudaSuccess);
   std::vector<uint16_t> act(static_cast<size_t>(std::max(T, pairs)) * H);
   for (auto& v : act) v = random_bf16(rng, 0.05f);
   DevBuf<uint16_t> d_x(static_cast<size_t>(T) * H), d_h(static_cast<size_t>(pairs) * I);
   DevBuf<float> d_y(static_cast<size_t>(pairs) * H), d_rw(pairs), d_beta(E), d_lbeta(E);
   DevBuf<int32_t> d_off(E + 1), d_row(pairs);
-  ASSERT_EQ(cudaMemcpy(d_x.p, act.data(), static_cast<size_t>(T) * H * 2, cudaMemcpyHostToDevice),
+  ASSERT_EQ(cudaMemcpy(d_x.get(), act.data(), static_cast<size_t>(T) * H * 2, cudaMemcpyHostToDevice),
             cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_h.p, act.data(), static_cast<size_t>(pairs) * I * 2,
+  ASSERT_EQ(cudaMemcpy(d_h.get(), act.data(), static_cast<size_t>(pairs) * I * 2,
                        cudaMemcpyHostToDevice),
             cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_off.p, off.data(), (E + 1) * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_off.get(), off.data(), (E + 1) * 4, cudaMemcpyHostToDevice), cudaSuccess);
   std::vector<int32_t> xrow(pairs);
   for (int p = 0; p < pairs; ++p) xrow[p] = p % T;
-  ASSERT_EQ(cudaMemcpy(d_row.p, xrow.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_row.get(), xrow.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
   std::vector<float> ones(std::max(E, pairs), 1.0f), b4(E, 4.0f), b25(E, 25.0f);
-  ASSERT_EQ(cudaMemcpy(d_rw.p, ones.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_beta.p, b4.data(), E * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_lbeta.p, b25.data(), E * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_rw.get(), ones.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_beta.get(), b4.data(), E * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_lbeta.get(), b25.data(), E * 4, cudaMemcpyHostToDevice), cudaSuccess);
   const size_t flush_bytes = 256u << 20;
   DevBuf<uint8_t> flush(flush_bytes);
   const int sms = num_sms();
 
   GroupedProblem g;
   g.num_experts = E;
-  g.expert_offsets = d_off.p;
+  g.expert_offsets = d_off.get();
   g.max_rows = pairs;
   g.tile_n = 16;
   Gemm1Params p1;
-  p1.w_packed = d_w13q.p;
-  p1.w_scales = d_w13s.p;
+  p1.w_packed = d_w13q.get();
+  p1.w_scales = d_w13s.get();
   p1.I = I;
   p1.K = H;
-  p1.x = reinterpret_cast<const __nv_bfloat16*>(d_x.p);
+  p1.x = reinterpret_cast<const __nv_bfloat16*>(d_x.get());
   p1.x_stride = H;
-  p1.x_row = d_row.p;
-  p1.beta = d_beta.p;
-  p1.linear_beta = d_lbeta.p;
-  p1.h = reinterpret_cast<__nv_bfloat16*>(d_h.p);
+  p1.x_row = d_row.get();
+  p1.beta = d_beta.get();
+  p1.linear_beta = d_lbeta.get();
+  p1.h = reinterpret_cast<__nv_bfloat16*>(d_h.get());
   p1.g = g;
   Gemm2Params p2;
-  p2.w_packed = d_w2q.p;
-  p2.w_scales = d_w2s.p;
+  p2.w_packed = d_w2q.get();
+  p2.w_scales = d_w2s.get();
   p2.H = H;
   p2.I = I;
-  p2.h = reinterpret_cast<const __nv_bfloat16*>(d_h.p);
-  p2.row_weight = d_rw.p;
-  p2.y = d_y.p;
+  p2.h = reinterpret_cast<const __nv_bfloat16*>(d_h.get());
+  p2.row_weight = d_rw.get();
+  p2.y = d_y.get();
   p2.g = g;
   const double b1 = static_cast<double>(hit) * (w13q + w13s);
   const double b2 = static_cast<double>(hit) * (w2q + w2s);
@@ -405,9 +405,9 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     ASSERT_EQ(launch_gemm1(q1, sms, 0), cudaSuccess) << v.name;
     ASSERT_EQ(launch_gemm2(q2, sms, 0), cudaSuccess) << v.name;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << v.name;
-    const float t1 = median_us([&] { launch_gemm1(q1, sms, 0); }, flush.p, flush_bytes);
-    const float t1m = median_us([&] { launch_gemm1(q1m, sms, 0); }, flush.p, flush_bytes);
-    const float t2 = median_us([&] { launch_gemm2(q2, sms, 0); }, flush.p, flush_bytes);
+    const float t1 = median_us([&] { launch_gemm1(q1, sms, 0); }, flush.get(), flush_bytes);
+    const float t1m = median_us([&] { launch_gemm1(q1m, sms, 0); }, flush.get(), flush_bytes);
+    const float t2 = median_us([&] { launch_gemm2(q2, sms, 0); }, flush.get(), flush_bytes);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     printf("DECODE_BENCH %-8s T=%4d hit=%3d %-8s | gemm1 %7.1f us %5.0f GB/s | +mx %7.1f us | "
            "gemm2 %7.1f us %5.0f GB/s | sum %7.1f us %5.0f GB/s (%4.1f%% of %.0f) floor %5.1f us "

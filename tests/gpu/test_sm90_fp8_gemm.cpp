@@ -44,7 +44,6 @@ using check::Mx4;
 using check::num_sms;
 using check::offsets_of;
 using check::random_mx4;
-using check::sm90_available;
 
 // The folded set of several experts on the device.
 struct DevFolded {
@@ -53,11 +52,11 @@ struct DevFolded {
   std::unique_ptr<DevBuf<int32_t>> row_exp, extra_begin, extra_exp;
   Fp8WeightsView view() const {
     Fp8WeightsView v;
-    v.w = w->p;
-    v.row_exp = row_exp->p;
-    v.extra_begin = extra_begin->p;
-    v.extra_w = set.extra_w.empty() ? nullptr : extra_w->p;
-    v.extra_exp = set.extra_exp.empty() ? nullptr : extra_exp->p;
+    v.w = w->get();
+    v.row_exp = row_exp->get();
+    v.extra_begin = extra_begin->get();
+    v.extra_w = set.extra_w.empty() ? nullptr : extra_w->get();
+    v.extra_exp = set.extra_exp.empty() ? nullptr : extra_exp->get();
     return v;
   }
 };
@@ -139,7 +138,7 @@ struct Compare {
 
 // ---------------------------------------------------------------------------------------------
 TEST(Sm90Fp8Quantize, CodesAndScalesEqualTheCpuBitForBit) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   std::mt19937_64 rng(5);
   const int T = 37, H = 3584;
   const int64_t stride = H + 96;
@@ -157,12 +156,12 @@ TEST(Sm90Fp8Quantize, CodesAndScalesEqualTheCpuBitForBit) {
     DevBuf<float> d_f(xf);
     DevBuf<uint16_t> d_b(xb);
     DevBuf<uint8_t> d_codes(static_cast<size_t>(T) * H), d_scales(static_cast<size_t>(T) * H / 32);
-    CUDA_OK(smxx::launch_quantize_mxfp8_codes(as_f32 ? static_cast<const void*>(d_f.p) : d_b.p,
-                                              as_f32 != 0, stride, T, H, d_codes.p, d_scales.p, 0));
+    CUDA_OK(smxx::launch_quantize_mxfp8_codes(as_f32 ? static_cast<const void*>(d_f.get()) : d_b.get(),
+                                              as_f32 != 0, stride, T, H, d_codes.get(), d_scales.get(), 0));
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<uint8_t> codes, scales;
-    CUDA_OK(d_codes.down(&codes));
-    CUDA_OK(d_scales.down(&scales));
+    CUDA_OK(d_codes.download(&codes));
+    CUDA_OK(d_scales.download(&scales));
     std::vector<uint8_t> rc(H), rs(H / 32);
     int64_t bad = 0;
     for (int t = 0; t < T; ++t) {
@@ -232,26 +231,26 @@ void run_gemm1(const CaseOpts& c) {
   p.w = folded->view();
   p.I = I;
   p.K = K;
-  p.x_codes = d_xc.p;
-  p.x_scales = d_xs.p;
-  p.x_row = d_row.p;
-  p.beta = d_beta.p;
-  p.linear_beta = d_lbeta.p;
-  p.h_codes = d_h.p;
-  p.h_scales = d_hs.p;
+  p.x_codes = d_xc.get();
+  p.x_scales = d_xs.get();
+  p.x_row = d_row.get();
+  p.beta = d_beta.get();
+  p.linear_beta = d_lbeta.get();
+  p.h_codes = d_h.get();
+  p.h_scales = d_hs.get();
   p.g.num_experts = E;
-  p.g.expert_offsets = d_off.p;
+  p.g.expert_offsets = d_off.get();
   p.g.max_rows = max_rows;
   p.g.tile_n = c.tile_n;
   p.warpgroups = c.wgs;
   std::vector<uint8_t> h[2], hs[2];
   for (int run = 0; run < 2; ++run) {
-    CUDA_OK(cudaMemset(d_h.p, 0x7F, d_h.n));  // poison: E4M3 NaN
-    CUDA_OK(cudaMemset(d_hs.p, 0xFF, d_hs.n));
+    CUDA_OK(cudaMemset(d_h.get(), 0x7F, d_h.size()));  // poison: E4M3 NaN
+    CUDA_OK(cudaMemset(d_hs.get(), 0xFF, d_hs.size()));
     CUDA_OK(launch_fp8_gemm1(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(d_h.down(&h[run]));
-    CUDA_OK(d_hs.down(&hs[run]));
+    CUDA_OK(d_h.download(&h[run]));
+    CUDA_OK(d_hs.download(&hs[run]));
   }
   EXPECT_EQ(h[0], h[1]) << "two runs differ (codes)";
   EXPECT_EQ(hs[0], hs[1]) << "two runs differ (scales)";
@@ -358,21 +357,21 @@ void run_gemm2(const CaseOpts& c) {
   p.w = folded->view();
   p.H = H;
   p.I = I;
-  p.h_codes = d_hc.p;
-  p.h_scales = d_hs.p;
-  p.row_weight = d_rw.p;
-  p.y = d_y.p;
+  p.h_codes = d_hc.get();
+  p.h_scales = d_hs.get();
+  p.row_weight = d_rw.get();
+  p.y = d_y.get();
   p.g.num_experts = E;
-  p.g.expert_offsets = d_off.p;
+  p.g.expert_offsets = d_off.get();
   p.g.max_rows = max_rows;
   p.g.tile_n = c.tile_n;
   p.warpgroups = c.wgs;
   std::vector<float> y[2];
   for (int run = 0; run < 2; ++run) {
-    CUDA_OK(cudaMemset(d_y.p, 0xFF, d_y.n * 4));
+    CUDA_OK(cudaMemset(d_y.get(), 0xFF, d_y.size() * 4));
     CUDA_OK(launch_fp8_gemm2(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(d_y.down(&y[run]));
+    CUDA_OK(d_y.download(&y[run]));
   }
   EXPECT_EQ(0, memcmp(y[0].data(), y[1].data(), y[0].size() * 4)) << "two runs differ";
   for (size_t i = static_cast<size_t>(pairs) * H; i < y[0].size(); ++i) {
@@ -421,7 +420,7 @@ void run_gemm2(const CaseOpts& c) {
 }
 
 TEST(Sm90Fp8Gemm, Gemm1KimiShapeQatScales) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   CaseOpts c;
   c.rows = {1, 0, 130, 17};
   c.I = 3072;
@@ -431,7 +430,7 @@ TEST(Sm90Fp8Gemm, Gemm1KimiShapeQatScales) {
 }
 
 TEST(Sm90Fp8Gemm, Gemm2KimiShapes) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   CaseOpts c;
   c.rows = {1, 0, 130, 17};
   c.H = 3584;
@@ -446,7 +445,7 @@ TEST(Sm90Fp8Gemm, Gemm2KimiShapes) {
 }
 
 TEST(Sm90Fp8Gemm, FallbackFoldsEveryRowAndSomeRows) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   for (Scales s : {Scales::kSplitAll, Scales::kSplitSome, Scales::kSplitOneSubtile}) {
     CaseOpts c;
     c.rows = {3, 70, 0, 129};
@@ -464,7 +463,7 @@ TEST(Sm90Fp8Gemm, FallbackFoldsEveryRowAndSomeRows) {
 }
 
 TEST(Sm90Fp8Gemm, AwkwardRowCountsEveryTileWidth) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   for (int wgs : {1, 2}) {
     for (int bn : {16, 32, 64, 128}) {
       CaseOpts c;
@@ -489,7 +488,7 @@ TEST(Sm90Fp8Gemm, AwkwardRowCountsEveryTileWidth) {
 }
 
 TEST(Sm90Fp8Gemm, BadArgumentsLaunchNothing) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Fp8Gemm2Params p;
   p.H = 64;
   p.I = 64;  // I % 128 != 0
@@ -569,32 +568,32 @@ void bench(const char* layout, int E, int I, int topk, int T) {
 
   GroupedProblem g;
   g.num_experts = E;
-  g.expert_offsets = d_off.p;
+  g.expert_offsets = d_off.get();
   g.max_rows = pairs;
   Fp8Gemm1Params p1;
-  p1.w.w = d_w13.p;
-  p1.w.row_exp = d_rexp.p;
-  p1.w.extra_begin = d_eb13.p;
+  p1.w.w = d_w13.get();
+  p1.w.row_exp = d_rexp.get();
+  p1.w.extra_begin = d_eb13.get();
   p1.I = I;
   p1.K = H;
-  p1.x_codes = d_xc.p;
-  p1.x_scales = d_xs.p;
-  p1.x_row = d_row.p;
-  p1.beta = d_beta.p;
-  p1.linear_beta = d_lbeta.p;
-  p1.h_codes = d_hc_out.p;
-  p1.h_scales = d_hs_out.p;
+  p1.x_codes = d_xc.get();
+  p1.x_scales = d_xs.get();
+  p1.x_row = d_row.get();
+  p1.beta = d_beta.get();
+  p1.linear_beta = d_lbeta.get();
+  p1.h_codes = d_hc_out.get();
+  p1.h_scales = d_hs_out.get();
   p1.g = g;
   Fp8Gemm2Params p2;
-  p2.w.w = d_w2.p;
-  p2.w.row_exp = d_rexp.p;
-  p2.w.extra_begin = d_eb2.p;
+  p2.w.w = d_w2.get();
+  p2.w.row_exp = d_rexp.get();
+  p2.w.extra_begin = d_eb2.get();
   p2.H = H;
   p2.I = I;
-  p2.h_codes = d_hc.p;
-  p2.h_scales = d_hs.p;
-  p2.row_weight = d_rw.p;
-  p2.y = d_y.p;
+  p2.h_codes = d_hc.get();
+  p2.h_scales = d_hs.get();
+  p2.row_weight = d_rw.get();
+  p2.y = d_y.get();
   p2.g = g;
   const double f1 = 2.0 * pairs * 2 * I * H, f2 = 2.0 * pairs * H * I;
   const int variants[4][2] = {{0, 0}, {1, 64}, {2, 64}, {2, 128}};  // (warpgroups, tile_n)
@@ -605,8 +604,8 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     CUDA_OK(launch_fp8_gemm1(p1, sms, 0));
     CUDA_OK(launch_fp8_gemm2(p2, sms, 0));
     CUDA_OK(cudaDeviceSynchronize());
-    const float t1 = median_us([&] { launch_fp8_gemm1(p1, sms, 0); }, flush.p, flush_bytes, 10);
-    const float t2 = median_us([&] { launch_fp8_gemm2(p2, sms, 0); }, flush.p, flush_bytes, 10);
+    const float t1 = median_us([&] { launch_fp8_gemm1(p1, sms, 0); }, flush.get(), flush_bytes, 10);
+    const float t2 = median_us([&] { launch_fp8_gemm2(p2, sms, 0); }, flush.get(), flush_bytes, 10);
     CUDA_OK(cudaGetLastError());
     printf("BENCH fp8  %-8s E=%3d I=%4d T=%5d pairs=%6d wgs=%d tile_n=%3d | gemm1+mx %8.1f us %6.1f TFLOP/s | "
            "gemm2 %8.1f us %6.1f TFLOP/s | sum %8.1f us %6.1f TFLOP/s\n",
@@ -629,32 +628,32 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     for (size_t i = 1; i < xb.size(); i += 2) xb[i] = static_cast<uint8_t>(0x3C + (xb[i] & 1));
     DevBuf<uint8_t> d_xb(xb), d_hb(static_cast<size_t>(pairs) * I * 2);
     Gemm1Params b1;
-    b1.w_packed = d_q13.p;
-    b1.w_scales = d_s13.p;
+    b1.w_packed = d_q13.get();
+    b1.w_scales = d_s13.get();
     b1.I = I;
     b1.K = H;
-    b1.x = reinterpret_cast<const __nv_bfloat16*>(d_xb.p);
+    b1.x = reinterpret_cast<const __nv_bfloat16*>(d_xb.get());
     b1.x_stride = H;
-    b1.x_row = d_row.p;
-    b1.beta = d_beta.p;
-    b1.linear_beta = d_lbeta.p;
+    b1.x_row = d_row.get();
+    b1.beta = d_beta.get();
+    b1.linear_beta = d_lbeta.get();
     b1.mxfp8_out = true;
-    b1.h = reinterpret_cast<__nv_bfloat16*>(d_hb.p);
+    b1.h = reinterpret_cast<__nv_bfloat16*>(d_hb.get());
     b1.g = g;
     Gemm2Params b2;
-    b2.w_packed = d_q2.p;
-    b2.w_scales = d_s2.p;
+    b2.w_packed = d_q2.get();
+    b2.w_scales = d_s2.get();
     b2.H = H;
     b2.I = I;
-    b2.h = reinterpret_cast<const __nv_bfloat16*>(d_xb.p);
-    b2.row_weight = d_rw.p;
-    b2.y = d_y.p;
+    b2.h = reinterpret_cast<const __nv_bfloat16*>(d_xb.get());
+    b2.row_weight = d_rw.get();
+    b2.y = d_y.get();
     b2.g = g;
     CUDA_OK(launch_gemm1(b1, sms, 0));
     CUDA_OK(launch_gemm2(b2, sms, 0));
     CUDA_OK(cudaDeviceSynchronize());
-    const float t1 = median_us([&] { launch_gemm1(b1, sms, 0); }, flush.p, flush_bytes, 10);
-    const float t2 = median_us([&] { launch_gemm2(b2, sms, 0); }, flush.p, flush_bytes, 10);
+    const float t1 = median_us([&] { launch_gemm1(b1, sms, 0); }, flush.get(), flush_bytes, 10);
+    const float t2 = median_us([&] { launch_gemm2(b2, sms, 0); }, flush.get(), flush_bytes, 10);
     CUDA_OK(cudaGetLastError());
     printf("BENCH bf16 %-8s E=%3d I=%4d T=%5d pairs=%6d tile_n=auto | gemm1+mx %8.1f us %6.1f TFLOP/s | "
            "gemm2 %8.1f us %6.1f TFLOP/s | sum %8.1f us %6.1f TFLOP/s\n",
@@ -664,7 +663,7 @@ void bench(const char* layout, int E, int I, int topk, int T) {
 }
 
 TEST(Sm90Fp8GemmBench, DISABLED_KimiPrefillShapes) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   for (int T : {4096, 8192, 16384}) bench("EP16", 56, 3072, 1, T);
   bench("TP8xEP4", 224, 384, 4, 8192);
 }

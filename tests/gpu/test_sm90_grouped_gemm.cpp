@@ -33,7 +33,8 @@
 namespace mxmoe::sm90 {
 namespace {
 
-// Mx4, the case runners, CUDA_OK / REQUIRE_SM90: sm90_gemm_check.h (shared with the decode tests).
+// Mx4 and the case runners: sm90_gemm_check.h (shared with the decode tests); CUDA_OK,
+// MXMOE_REQUIRE_SM90 and DevBuf: gpu_test_util.h.
 using namespace check;
 
 // ---------------------------------------------------------------------------------------------
@@ -142,23 +143,23 @@ TEST(Sm90Prepack, RejectsBadShapes) {
 }
 
 TEST(Sm90GroupedGemm, RejectsBadArguments) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   DevBuf<uint8_t> any(1 << 16);
   DevBuf<int32_t> off(4);
-  CUDA_OK(cudaMemset(off.p, 0, 16));
+  CUDA_OK(cudaMemset(off.get(), 0, 16));
   Gemm1Params p;
-  p.w_packed = any.p;
-  p.w_scales = any.p;
+  p.w_packed = any.get();
+  p.w_scales = any.get();
   p.I = 64;
   p.K = 64;
-  p.x = reinterpret_cast<const __nv_bfloat16*>(any.p);
+  p.x = reinterpret_cast<const __nv_bfloat16*>(any.get());
   p.x_stride = 64;
-  p.x_row = off.p;
-  p.beta = reinterpret_cast<const float*>(any.p);
+  p.x_row = off.get();
+  p.beta = reinterpret_cast<const float*>(any.get());
   p.linear_beta = p.beta;
-  p.h = reinterpret_cast<__nv_bfloat16*>(any.p + 4096);
+  p.h = reinterpret_cast<__nv_bfloat16*>(any.get() + 4096);
   p.g.num_experts = 1;
-  p.g.expert_offsets = off.p;
+  p.g.expert_offsets = off.get();
   p.g.max_rows = 8;
   EXPECT_EQ(launch_gemm1(p, num_sms(), 0), cudaSuccess);
   auto bad1 = [&](auto edit) {
@@ -176,13 +177,13 @@ TEST(Sm90GroupedGemm, RejectsBadArguments) {
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.g.tile_n = 192; }), cudaErrorInvalidValue);  // removed
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.g.expert_offsets = nullptr; }), cudaErrorInvalidValue);
   Gemm2Params p2;
-  p2.w_packed = any.p;
-  p2.w_scales = any.p;
+  p2.w_packed = any.get();
+  p2.w_scales = any.get();
   p2.H = 64;
   p2.I = 64;
-  p2.h = reinterpret_cast<const __nv_bfloat16*>(any.p);
-  p2.row_weight = reinterpret_cast<const float*>(any.p);
-  p2.y = reinterpret_cast<float*>(any.p + 8192);
+  p2.h = reinterpret_cast<const __nv_bfloat16*>(any.get());
+  p2.row_weight = reinterpret_cast<const float*>(any.get());
+  p2.y = reinterpret_cast<float*>(any.get() + 8192);
   p2.g = p.g;
   EXPECT_EQ(launch_gemm2(p2, num_sms(), 0), cudaSuccess);
   Gemm2Params q2 = p2;
@@ -196,12 +197,12 @@ TEST(Sm90GroupedGemm, RejectsBadArguments) {
   EXPECT_EQ(launch_gemm2(q2, num_sms(), 0), cudaErrorInvalidValue);
   // out_token needs an out that takes 16-byte stores: set, aligned, stride >= H, % 4 == 0.
   q2 = p2;
-  q2.out_token = reinterpret_cast<const int32_t*>(any.p);
+  q2.out_token = reinterpret_cast<const int32_t*>(any.get());
   EXPECT_EQ(launch_gemm2(q2, num_sms(), 0), cudaErrorInvalidValue);  // out null
-  q2.out = reinterpret_cast<float*>(any.p + 4);
+  q2.out = reinterpret_cast<float*>(any.get() + 4);
   q2.out_stride = 64;
   EXPECT_EQ(launch_gemm2(q2, num_sms(), 0), cudaErrorInvalidValue);  // misaligned
-  q2.out = reinterpret_cast<float*>(any.p);
+  q2.out = reinterpret_cast<float*>(any.get());
   q2.out_stride = 66;
   EXPECT_EQ(launch_gemm2(q2, num_sms(), 0), cudaErrorInvalidValue);  // stride % 4
   q2.out_stride = 60;
@@ -215,7 +216,7 @@ const std::vector<int> kAwkwardRows = {0, 1, 3, 17, 0, 118, 1000, 2, 0};
 class Sm90TileN : public ::testing::TestWithParam<int> {};
 
 TEST_P(Sm90TileN, Gemm1Bf16) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Gemm1Case c;
   c.rows = kAwkwardRows;
   c.tile_n = GetParam();
@@ -223,7 +224,7 @@ TEST_P(Sm90TileN, Gemm1Bf16) {
   run_gemm1_case(c);
 }
 TEST_P(Sm90TileN, Gemm1Mxfp8) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Gemm1Case c;
   c.rows = kAwkwardRows;
   c.tile_n = GetParam();
@@ -232,7 +233,7 @@ TEST_P(Sm90TileN, Gemm1Mxfp8) {
   run_gemm1_case(c);
 }
 TEST_P(Sm90TileN, Gemm2) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Gemm2Case c;
   c.rows = kAwkwardRows;
   c.tile_n = GetParam();
@@ -241,7 +242,7 @@ TEST_P(Sm90TileN, Gemm2) {
 // Scales up to 2^1 only (scale bytes 110..128): the launchers get small_scales and every kernel
 // runs the expansion without the per-step test for larger scales.
 TEST_P(Sm90TileN, SmallScalesGemm1) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Gemm1Case c;
   c.rows = kAwkwardRows;
   c.tile_n = GetParam();
@@ -252,7 +253,7 @@ TEST_P(Sm90TileN, SmallScalesGemm1) {
   run_gemm1_case(c);
 }
 TEST_P(Sm90TileN, SmallScalesGemm2) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Gemm2Case c;
   c.rows = kAwkwardRows;
   c.tile_n = GetParam();
@@ -272,7 +273,7 @@ INSTANTIATE_TEST_SUITE_P(AllTiles, Sm90TileN, ::testing::Values(0, 16, 32, 64, 1
 // (MXMOE_SM90_WS_TUNE) an idle consumer also passes the hand-off on: these cases passed that
 // way while the default skew was 2.
 TEST(Sm90WarpSpecialized, EveryWidth) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   std::vector<int> rows;
   for (int r : {1, 31, 33, 64, 65, 96, 97, 128, 129, 160, 161, 192, 193, 250, 0, 700}) {
     rows.push_back(r);
@@ -320,7 +321,7 @@ TEST(Sm90WarpSpecialized, EveryWidth) {
 // it, MXMOE_SM90_WS_OVERLAP=all counts and waits there too) and I = 640 (GEMM2 on the register
 // path, started under GEMM1).
 TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   for (int I : {320, 640}) {
     std::mt19937_64 rng(41 + I);
     std::vector<int> rows;
@@ -348,49 +349,49 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
     DevBuf<uint16_t> d_x(x.size()), d_h(static_cast<size_t>(max_rows) * I);
     DevBuf<int32_t> d_row(x_row.size()), d_off(off.size()), d_ready(E);
     DevBuf<float> d_beta(E), d_lbeta(E), d_rw(rw.size()), d_y(static_cast<size_t>(max_rows) * H);
-    CUDA_OK(d_w13q.up(w13q));
-    CUDA_OK(d_w13s.up(w13s));
-    CUDA_OK(d_w2q.up(w2q));
-    CUDA_OK(d_w2s.up(w2s));
-    CUDA_OK(d_x.up(x));
-    CUDA_OK(d_row.up(x_row));
-    CUDA_OK(d_off.up(off));
-    CUDA_OK(d_beta.up(beta));
-    CUDA_OK(d_lbeta.up(lbeta));
-    CUDA_OK(d_rw.up(rw));
+    CUDA_OK(d_w13q.upload(w13q));
+    CUDA_OK(d_w13s.upload(w13s));
+    CUDA_OK(d_w2q.upload(w2q));
+    CUDA_OK(d_w2s.upload(w2s));
+    CUDA_OK(d_x.upload(x));
+    CUDA_OK(d_row.upload(x_row));
+    CUDA_OK(d_off.upload(off));
+    CUDA_OK(d_beta.upload(beta));
+    CUDA_OK(d_lbeta.upload(lbeta));
+    CUDA_OK(d_rw.upload(rw));
 
     Gemm1Params g1;
-    g1.w_packed = d_w13q.p;
-    g1.w_scales = d_w13s.p;
+    g1.w_packed = d_w13q.get();
+    g1.w_scales = d_w13s.get();
     g1.I = I;
     g1.K = K;
-    g1.x = reinterpret_cast<const __nv_bfloat16*>(d_x.p);
+    g1.x = reinterpret_cast<const __nv_bfloat16*>(d_x.get());
     g1.x_stride = K;
-    g1.x_row = d_row.p;
-    g1.beta = d_beta.p;
-    g1.linear_beta = d_lbeta.p;
-    g1.h = reinterpret_cast<__nv_bfloat16*>(d_h.p);
+    g1.x_row = d_row.get();
+    g1.beta = d_beta.get();
+    g1.linear_beta = d_lbeta.get();
+    g1.h = reinterpret_cast<__nv_bfloat16*>(d_h.get());
     g1.g.num_experts = E;
-    g1.g.expert_offsets = d_off.p;
+    g1.g.expert_offsets = d_off.get();
     g1.g.max_rows = max_rows;
     g1.g.tile_n = 160;
     Gemm2Params g2;
-    g2.w_packed = d_w2q.p;
-    g2.w_scales = d_w2s.p;
+    g2.w_packed = d_w2q.get();
+    g2.w_scales = d_w2s.get();
     g2.H = H;
     g2.I = I;
     g2.h = g1.h;
-    g2.row_weight = d_rw.p;
-    g2.y = d_y.p;
+    g2.row_weight = d_rw.get();
+    g2.y = d_y.get();
     g2.g = g1.g;
 
     // One chain on stream s: poison h and y, [zero the counters], GEMM1, GEMM2.
     CountedGemm1 counted;
     auto chain = [&](cudaStream_t s, bool counters) {
-      cudaError_t e = cudaMemsetAsync(d_h.p, 0xFF, d_h.n * 2, s);
-      if (e == cudaSuccess) e = cudaMemsetAsync(d_y.p, 0xFF, d_y.n * 4, s);
-      if (e == cudaSuccess && counters) e = cudaMemsetAsync(d_ready.p, 0, E * 4, s);
-      g1.h_ready = counters ? d_ready.p : nullptr;
+      cudaError_t e = cudaMemsetAsync(d_h.get(), 0xFF, d_h.size() * 2, s);
+      if (e == cudaSuccess) e = cudaMemsetAsync(d_y.get(), 0xFF, d_y.size() * 4, s);
+      if (e == cudaSuccess && counters) e = cudaMemsetAsync(d_ready.get(), 0, E * 4, s);
+      g1.h_ready = counters ? d_ready.get() : nullptr;
       if (e == cudaSuccess) e = launch_gemm1(g1, num_sms(), s, &counted);
       g2.after_gemm1 = counted;
       return e == cudaSuccess ? launch_gemm2(g2, num_sms(), s) : e;
@@ -399,7 +400,7 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
     CUDA_OK(chain(nullptr, false));
     EXPECT_EQ(counted.cap, 0) << "no counters given, none counted";
     CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(d_y.down(&y_ref));
+    CUDA_OK(d_y.download(&y_ref));
     size_t written = 0;
     for (size_t i = 0; i < static_cast<size_t>(pairs) * H; ++i) written += std::isfinite(y_ref[i]);
     EXPECT_EQ(written, static_cast<size_t>(pairs) * H) << "the plain chain left rows unwritten";
@@ -413,13 +414,13 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
         (mode == nullptr || strcmp(mode, "0") != 0) && (all || I / 64 > kWsSlotWeightsMaxSteps);
     EXPECT_EQ(counted.cap, counts ? 160 : 0) << "GEMM1 on the warp-specialized kernel counts at its cap";
     if (counts) {
-      EXPECT_EQ(counted.h_ready, d_ready.p);
+      EXPECT_EQ(counted.h_ready, d_ready.get());
     }
     CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(d_y.down(&y));
+    CUDA_OK(d_y.download(&y));
     EXPECT_EQ(0, memcmp(y.data(), y_ref.data(), y.size() * 4)) << "I=" << I << " eager";
     std::vector<int32_t> ready;
-    CUDA_OK(d_ready.down(&ready));
+    CUDA_OK(d_ready.download(&ready));
     for (int e = 0; e < E; ++e) {
       const int units = rows[e] ? ws_unit_count(rows[e], ws_unit_rows(rows[e], 160)) : 0;
       EXPECT_EQ(ready[e], counts ? units * (2 * I / 64) : 0) << "expert " << e << " rows " << rows[e];
@@ -429,7 +430,7 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
     CUDA_OK(graph.capture([&](cudaStream_t s) { return chain(s, true); }));
     for (int rep = 0; rep < 3; ++rep) {
       CUDA_OK(graph.replay());
-      CUDA_OK(d_y.down(&y));
+      CUDA_OK(d_y.download(&y));
       EXPECT_EQ(0, memcmp(y.data(), y_ref.data(), y.size() * 4)) << "I=" << I << " replay " << rep;
     }
 
@@ -437,7 +438,7 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
     CUDA_OK(chain(nullptr, true));
     EXPECT_EQ(counted.cap, 0) << "the one-warpgroup kernel does not count";
     CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(d_y.down(&y));
+    CUDA_OK(d_y.download(&y));
     EXPECT_EQ(0, memcmp(y.data(), y_ref.data(), y.size() * 4)) << "I=" << I << " tile_n 128";
   }
 }
@@ -446,7 +447,7 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
 // 4-byte aligned make the launcher keep GEMM2's weights on the register path at short K, with
 // the same results.
 TEST(Sm90WarpSpecialized, UnalignedScalesTakeTheRegisterPath) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Gemm2Case c;
   c.rows = {1, 97, 161, 0, 300};
   c.H = 192;
@@ -460,7 +461,7 @@ TEST(Sm90WarpSpecialized, UnalignedScalesTakeTheRegisterPath) {
 TEST(Sm90GroupedGemm, WideScaleRangeAndOddK) {
   // Scale bytes 100..150 exercise the second multiply of scales above 2^1; K = 192 is 3 steps
   // (an odd step count); activations are small so the products stay in range.
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Gemm2Case c;
   c.rows = {5, 64, 0, 33};
   c.H = 192;
@@ -478,7 +479,7 @@ TEST(Sm90GroupedGemm, WideScaleRangeAndOddK) {
 }
 
 TEST(Sm90GroupedGemm, KimiSizesGemm1) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   for (bool mx : {false, true}) {
     Gemm1Case c;  // EP16-like: latent 3584, I 3072
     c.rows = {1, 0, 130, 17};
@@ -500,7 +501,7 @@ TEST(Sm90GroupedGemm, KimiSizesGemm1) {
 }
 
 TEST(Sm90GroupedGemm, KimiSizesGemm2) {
-  REQUIRE_SM90();
+  MXMOE_REQUIRE_SM90();
   Gemm2Case c;
   c.rows = {1, 0, 130, 17};
   c.H = 3584;
