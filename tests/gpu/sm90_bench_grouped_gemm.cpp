@@ -22,73 +22,19 @@
 
 #include "sm90/grouped_gemm.h"
 #include "sm90/tile_heuristic.h"
+#include "sm90_gemm_check.h"
 
 namespace mxmoe::sm90 {
 namespace {
 
-#define BENCH_CUDA(expr)                                                          \
-  do {                                                                            \
-    const cudaError_t err_ = (expr);                                              \
-    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_);    \
-  } while (0)
-
-struct Buf {
-  void* p = nullptr;
-  explicit Buf(size_t bytes) {
-    if (cudaMalloc(&p, std::max<size_t>(bytes, 16)) != cudaSuccess) p = nullptr;
-  }
-  ~Buf() { cudaFree(p); }
-};
-
-// Fast host fill (xorshift): bytes in [lo, lo + span).
-void fill(std::vector<uint8_t>* v, uint64_t seed, int lo, int span) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (auto& b : *v) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    b = static_cast<uint8_t>(lo + (s >> 24) % span);
-  }
-}
-
-template <typename F>
-float median_us(F launch, void* flush, size_t flush_bytes) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  std::vector<float> t;
-  for (int rep = 0; rep < 18; ++rep) {
-    cudaMemsetAsync(flush, rep & 0xFF, flush_bytes, 0);
-    cudaEventRecord(a, 0);
-    launch();
-    cudaEventRecord(b, 0);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    if (rep >= 3) t.push_back(ms * 1000.0f);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+// CUDA_OK, DevBuf, median_us, fill_bytes, num_sms, offsets_of: sm90_gemm_check.h.
+using namespace check;
 
 void bench(const char* layout, int E, int I, int topk, int T, int tile_n = 0) {
   const int H = 3584;
   std::mt19937_64 rng(T * 131 + E);
-  // routing: each token picks `topk` distinct local experts uniformly
-  std::vector<int> rows(E, 0);
-  std::vector<int> perm(E);
-  for (int t = 0; t < T; ++t) {
-    for (int i = 0; i < E; ++i) perm[i] = i;
-    for (int j = 0; j < topk; ++j) {
-      std::uniform_int_distribution<int> d(j, E - 1);
-      std::swap(perm[j], perm[d(rng)]);
-      ++rows[perm[j]];
-    }
-  }
-  std::vector<int32_t> off(E + 1, 0);
-  for (int e = 0; e < E; ++e) off[e + 1] = off[e] + rows[e];
+  const std::vector<int> rows = uniform_rows(rng, E, topk, T);
+  const std::vector<int32_t> off = offsets_of(rows);
   const int pairs = off[E];
   int hit = 0;
   for (int e = 0; e < E; ++e) hit += rows[e] > 0;
@@ -96,89 +42,89 @@ void bench(const char* layout, int E, int I, int topk, int T, int tile_n = 0) {
   const size_t w13q = prepacked_packed_bytes(2 * I, H), w13s = prepacked_scale_bytes(2 * I, H);
   const size_t w2q = prepacked_packed_bytes(H, I), w2s = prepacked_scale_bytes(H, I);
   std::vector<uint8_t> hq(E * std::max(w13q, w2q)), hs(E * std::max(w13s, w2s));
-  fill(&hq, 1, 0, 256);
-  fill(&hs, 2, 118, 9);
-  Buf d_w13q(E * w13q), d_w13s(E * w13s), d_w2q(E * w2q), d_w2s(E * w2s);
-  BENCH_CUDA(cudaMemcpy(d_w13q.p, hq.data(), E * w13q, cudaMemcpyHostToDevice));
-  BENCH_CUDA(cudaMemcpy(d_w13s.p, hs.data(), E * w13s, cudaMemcpyHostToDevice));
-  BENCH_CUDA(cudaMemcpy(d_w2q.p, hq.data(), E * w2q, cudaMemcpyHostToDevice));
-  BENCH_CUDA(cudaMemcpy(d_w2s.p, hs.data(), E * w2s, cudaMemcpyHostToDevice));
+  fill_bytes(&hq, 1, 0, 256);
+  fill_bytes(&hs, 2, 118, 9);
+  DevBuf<uint8_t> d_w13q(E * w13q), d_w13s(E * w13s), d_w2q(E * w2q), d_w2s(E * w2s);
+  CUDA_OK(cudaMemcpy(d_w13q.get(), hq.data(), E * w13q, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_w13s.get(), hs.data(), E * w13s, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_w2q.get(), hq.data(), E * w2q, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_w2s.get(), hs.data(), E * w2s, cudaMemcpyHostToDevice));
   std::vector<uint8_t> act(static_cast<size_t>(std::max(T, pairs)) * std::max(H, I) * 2);
-  fill(&act, 3, 0, 256);
+  fill_bytes(&act, 3, 0, 256);
   for (size_t i = 1; i < act.size(); i += 2) act[i] = static_cast<uint8_t>(0x3C + (act[i] & 1));
-  Buf d_x(static_cast<size_t>(T) * H * 2), d_h(static_cast<size_t>(pairs) * I * 2),
-      d_y(static_cast<size_t>(pairs) * H * 4), d_off((E + 1) * 4), d_row(pairs * 4),
-      d_rw(pairs * 4), d_beta(E * 4), d_lbeta(E * 4);
-  BENCH_CUDA(cudaMemcpy(d_x.p, act.data(), static_cast<size_t>(T) * H * 2, cudaMemcpyHostToDevice));
-  BENCH_CUDA(cudaMemcpy(d_h.p, act.data(), static_cast<size_t>(pairs) * I * 2,
+  DevBuf<uint16_t> d_x(static_cast<size_t>(T) * H), d_h(static_cast<size_t>(pairs) * I);
+  DevBuf<float> d_y(static_cast<size_t>(pairs) * H), d_rw(pairs), d_beta(E), d_lbeta(E);
+  DevBuf<int32_t> d_off(E + 1), d_row(pairs);
+  CUDA_OK(cudaMemcpy(d_x.get(), act.data(), static_cast<size_t>(T) * H * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_h.get(), act.data(), static_cast<size_t>(pairs) * I * 2,
                         cudaMemcpyHostToDevice));
-  BENCH_CUDA(cudaMemcpy(d_off.p, off.data(), (E + 1) * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_off.get(), off.data(), (E + 1) * 4, cudaMemcpyHostToDevice));
   std::vector<int32_t> xrow(pairs);
   for (int p = 0; p < pairs; ++p) xrow[p] = p % T;
-  BENCH_CUDA(cudaMemcpy(d_row.p, xrow.data(), pairs * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_row.get(), xrow.data(), pairs * 4, cudaMemcpyHostToDevice));
   std::vector<float> ones(std::max(E, pairs), 1.0f), b4(E, 4.0f), b25(E, 25.0f);
-  BENCH_CUDA(cudaMemcpy(d_rw.p, ones.data(), pairs * 4, cudaMemcpyHostToDevice));
-  BENCH_CUDA(cudaMemcpy(d_beta.p, b4.data(), E * 4, cudaMemcpyHostToDevice));
-  BENCH_CUDA(cudaMemcpy(d_lbeta.p, b25.data(), E * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_rw.get(), ones.data(), pairs * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_beta.get(), b4.data(), E * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_lbeta.get(), b25.data(), E * 4, cudaMemcpyHostToDevice));
   const size_t flush_bytes = 256u << 20;
-  Buf flush(flush_bytes);
-  int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  DevBuf<uint8_t> flush(flush_bytes);
+  const int sms = num_sms();
 
   GroupedProblem g;
   g.num_experts = E;
-  g.expert_offsets = static_cast<const int32_t*>(d_off.p);
+  g.expert_offsets = d_off.get();
   g.max_rows = pairs;
   g.tile_n = tile_n;
   Gemm1Params p1;
-  p1.w_packed = static_cast<const uint8_t*>(d_w13q.p);
-  p1.w_scales = static_cast<const uint8_t*>(d_w13s.p);
+  p1.w_packed = d_w13q.get();
+  p1.w_scales = d_w13s.get();
   p1.I = I;
   p1.K = H;
-  p1.x = static_cast<const __nv_bfloat16*>(d_x.p);
+  p1.x = reinterpret_cast<const __nv_bfloat16*>(d_x.get());
   p1.x_stride = H;
-  p1.x_row = static_cast<const int32_t*>(d_row.p);
-  p1.beta = static_cast<const float*>(d_beta.p);
-  p1.linear_beta = static_cast<const float*>(d_lbeta.p);
-  p1.h = static_cast<__nv_bfloat16*>(d_h.p);
+  p1.x_row = d_row.get();
+  p1.beta = d_beta.get();
+  p1.linear_beta = d_lbeta.get();
+  p1.h = reinterpret_cast<__nv_bfloat16*>(d_h.get());
   // The scale bytes (118..126) are all <= 128; MXMOE_BENCH_ANY_SCALES=1 times the path that
   // tests every fragment's scales instead (as for weights with scales above 2^1).
   const bool small = std::getenv("MXMOE_BENCH_ANY_SCALES") == nullptr;
   p1.small_scales = small;
   p1.g = g;
   Gemm2Params p2;
-  p2.w_packed = static_cast<const uint8_t*>(d_w2q.p);
-  p2.w_scales = static_cast<const uint8_t*>(d_w2s.p);
+  p2.w_packed = d_w2q.get();
+  p2.w_scales = d_w2s.get();
   p2.H = H;
   p2.I = I;
-  p2.h = static_cast<const __nv_bfloat16*>(d_h.p);
-  p2.row_weight = static_cast<const float*>(d_rw.p);
-  p2.y = static_cast<float*>(d_y.p);
+  p2.h = reinterpret_cast<const __nv_bfloat16*>(d_h.get());
+  p2.row_weight = d_rw.get();
+  p2.y = d_y.get();
   p2.small_scales = small;
   p2.g = g;
 
-  BENCH_CUDA(launch_gemm1(p1, sms, 0));
-  BENCH_CUDA(launch_gemm2(p2, sms, 0));
-  BENCH_CUDA(cudaDeviceSynchronize());
-  const float t1 = median_us([&] { launch_gemm1(p1, sms, 0); }, flush.p, flush_bytes);
+  CUDA_OK(launch_gemm1(p1, sms, 0));
+  CUDA_OK(launch_gemm2(p2, sms, 0));
+  CUDA_OK(cudaDeviceSynchronize());
+  const float t1 = median_us([&] { launch_gemm1(p1, sms, 0); }, flush.get(), flush_bytes);
   Gemm1Params p1m = p1;
   p1m.mxfp8_out = true;
-  const float t1m = median_us([&] { launch_gemm1(p1m, sms, 0); }, flush.p, flush_bytes);
-  const float t2 = median_us([&] { launch_gemm2(p2, sms, 0); }, flush.p, flush_bytes);
+  const float t1m = median_us([&] { launch_gemm1(p1m, sms, 0); }, flush.get(), flush_bytes);
+  const float t2 = median_us([&] { launch_gemm2(p2, sms, 0); }, flush.get(), flush_bytes);
   // GEMM2 with every row stored to out (out_token: each token owns its one pair), as run_moe
   // does at EP16; only with one pair per token.
   float t2o = 0.0f;
   if (topk == 1) {
-    Buf d_ot(pairs * 4), d_out(static_cast<size_t>(T) * H * 4);
-    BENCH_CUDA(cudaMemcpy(d_ot.p, xrow.data(), pairs * 4, cudaMemcpyHostToDevice));
+    DevBuf<int32_t> d_ot(pairs);
+    DevBuf<float> d_out(static_cast<size_t>(T) * H);
+    CUDA_OK(cudaMemcpy(d_ot.get(), xrow.data(), pairs * 4, cudaMemcpyHostToDevice));
     Gemm2Params p2o = p2;
-    p2o.out_token = static_cast<const int32_t*>(d_ot.p);
-    p2o.out = static_cast<float*>(d_out.p);
+    p2o.out_token = d_ot.get();
+    p2o.out = d_out.get();
     p2o.out_stride = H;
-    BENCH_CUDA(launch_gemm2(p2o, sms, 0));
-    t2o = median_us([&] { launch_gemm2(p2o, sms, 0); }, flush.p, flush_bytes);
+    CUDA_OK(launch_gemm2(p2o, sms, 0));
+    t2o = median_us([&] { launch_gemm2(p2o, sms, 0); }, flush.get(), flush_bytes);
   }
-  BENCH_CUDA(cudaGetLastError());
+  CUDA_OK(cudaGetLastError());
   const double f1 = 2.0 * pairs * 2 * I * H, f2 = 2.0 * pairs * H * I;
   const double b1 = static_cast<double>(hit) * (w13q + w13s), b2 = static_cast<double>(hit) * (w2q + w2s);
   // Tile quantization: MMA work the token tiles pad in (the warp-specialized kernel's units,

@@ -61,6 +61,17 @@ float median_us(F launch, void* flush, size_t flush_bytes, int timed = 15) {
   return t[t.size() / 2];
 }
 
+// Fast host fill (xorshift) for the timing benches: bytes in [lo, lo + span).
+inline void fill_bytes(std::vector<uint8_t>* v, uint64_t seed, int lo, int span) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& b : *v) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    b = static_cast<uint8_t>(lo + (s >> 24) % span);
+  }
+}
+
 inline int num_sms() {
   int n = 0;
   cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
@@ -200,6 +211,20 @@ inline std::vector<int32_t> offsets_of(const std::vector<int>& rows) {
   std::vector<int32_t> off(rows.size() + 1, 0);
   for (size_t e = 0; e < rows.size(); ++e) off[e + 1] = off[e] + rows[e];
   return off;
+}
+// The timing benches' routing: each of T tokens picks `topk` distinct experts of E uniformly;
+// rows per expert.
+inline std::vector<int> uniform_rows(std::mt19937_64& rng, int E, int topk, int T) {
+  std::vector<int> rows(E, 0), perm(E);
+  for (int t = 0; t < T; ++t) {
+    std::iota(perm.begin(), perm.end(), 0);
+    for (int j = 0; j < topk; ++j) {
+      std::uniform_int_distribution<int> d(j, E - 1);
+      std::swap(perm[j], perm[d(rng)]);
+      ++rows[perm[j]];
+    }
+  }
+  return rows;
 }
 // Up to `limit` pair rows of each expert (all when limit <= 0), always its first and last.
 inline std::vector<int> sample_rows(std::mt19937_64& rng, int begin, int count, int limit) {

@@ -300,15 +300,7 @@ constexpr double kCopyGBs = 3917.0;  // SM copy rate on the H200 (bench/RESULTS.
 void bench(const char* layout, int E, int I, int topk, int T) {
   const int H = 3584;
   std::mt19937_64 rng(T * 131 + E);
-  std::vector<int> rows(E, 0), perm(E);
-  for (int t = 0; t < T; ++t) {  // each token picks `topk` distinct local experts uniformly
-    for (int i = 0; i < E; ++i) perm[i] = i;
-    for (int j = 0; j < topk; ++j) {
-      std::uniform_int_distribution<int> d(j, E - 1);
-      std::swap(perm[j], perm[d(rng)]);
-      ++rows[perm[j]];
-    }
-  }
+  const std::vector<int> rows = uniform_rows(rng, E, topk, T);
   const std::vector<int32_t> off = offsets_of(rows);
   const int pairs = off[E];
   int hit = 0;

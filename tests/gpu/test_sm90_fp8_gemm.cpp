@@ -38,12 +38,14 @@ namespace {
 
 // The SM90 test helpers shared with the BF16-MMA kernels' tests (sm90_gemm_check.h).
 using check::DevBuf;
+using check::fill_bytes;
 using check::fuse;
 using check::median_us;
 using check::Mx4;
 using check::num_sms;
 using check::offsets_of;
 using check::random_mx4;
+using check::uniform_rows;
 
 // The folded set of several experts on the device.
 struct DevFolded {
@@ -513,28 +515,11 @@ TEST(Sm90Fp8Gemm, BadArgumentsLaunchNothing) {
 // ---------------------------------------------------------------------------------------------
 // GEMM-only timings at Kimi-K3 prefill shapes: the FP8 kernels (folded weights as random E4M3
 // codes, random row exponents) next to the BF16-MMA kernels of grouped_gemm.h on the same routing.
-void fill_bytes(std::vector<uint8_t>* v, uint64_t seed, int lo, int span) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (auto& b : *v) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    b = static_cast<uint8_t>(lo + (s >> 24) % span);
-  }
-}
 
 void bench(const char* layout, int E, int I, int topk, int T) {
   const int H = 3584;
   std::mt19937_64 rng(T * 131 + E);
-  std::vector<int> rows(E, 0), perm(E);
-  for (int t = 0; t < T; ++t) {
-    std::iota(perm.begin(), perm.end(), 0);
-    for (int j = 0; j < topk; ++j) {
-      std::uniform_int_distribution<int> d(j, E - 1);
-      std::swap(perm[j], perm[d(rng)]);
-      ++rows[perm[j]];
-    }
-  }
+  const std::vector<int> rows = uniform_rows(rng, E, topk, T);
   const std::vector<int32_t> off = offsets_of(rows);
   const int pairs = off[E];
   const size_t w13 = static_cast<size_t>(2) * I * H, w2 = static_cast<size_t>(H) * I;
