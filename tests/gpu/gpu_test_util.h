@@ -70,17 +70,14 @@ class DevBuf {
     return cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
   }
   // The whole buffer into *h (resized to size()).
-  cudaError_t download(std::vector<T>* h) const {
-    h->resize(n_);
-    return n_ == 0 ? cudaSuccess
-                   : cudaMemcpy(h->data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
+  cudaError_t download(std::vector<T>* h) const { return download(h, n_); }
+  // The first n elements into *h (resized to n; n > size() is an error).
+  cudaError_t download(std::vector<T>* h, size_t n) const {
+    if (n > n_) return cudaErrorInvalidValue;
+    h->resize(n);
+    return n == 0 ? cudaSuccess
+                  : cudaMemcpy(h->data(), p_, n * sizeof(T), cudaMemcpyDeviceToHost);
   }
-  std::vector<T> download(size_t n) const {
-    std::vector<T> h(n);
-    cudaMemcpy(h.data(), p_, n * sizeof(T), cudaMemcpyDeviceToHost);
-    return h;
-  }
-  std::vector<T> download() const { return download(n_); }
 
  private:
   T* p_ = nullptr;

@@ -154,7 +154,8 @@ void run_case(const GpuLayer& gl, const CaseOptions& c, CaseResult* result) {
     const Status st = run_moe(gl.w, p, nullptr);
     ASSERT_TRUE(st.ok()) << c.name << ": " << st.message();
     CUDA_OK(cudaDeviceSynchronize());
-    const std::vector<float> img = dout.download();
+    std::vector<float> img;
+    CUDA_OK(dout.download(&img));
     std::vector<float> out(static_cast<size_t>(T) * H);
     size_t unwritten = 0, gap_written = 0;
     for (int t = 0; t < T; ++t) {
@@ -175,8 +176,8 @@ void run_case(const GpuLayer& gl, const CaseOptions& c, CaseResult* result) {
       std::vector<int32_t> want_ids(static_cast<size_t>(T) * k);
       std::vector<float> want_w(static_cast<size_t>(T) * k);
       route_kimi(in.logits.data(), in.bias.data(), T, rc, want_ids.data(), want_w.data());
-      in.ids = dids.download();
-      in.weights = dw.download();
+      CUDA_OK(dids.download(&in.ids));
+      CUDA_OK(dw.download(&in.weights));
       size_t diff = 0;
       for (size_t i = 0; i < in.ids.size(); ++i) diff += in.ids[i] != want_ids[i];
       EXPECT_EQ(diff, 0u) << c.name << ": GPU routing differs from route_kimi";

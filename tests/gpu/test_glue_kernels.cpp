@@ -61,7 +61,8 @@ void run_quantize_case(bool f32_input, bool mxfp8) {
   CUDA_OK(smxx::launch_quantize_input(src, f32_input, stride, T, H, mxfp8,
                                       reinterpret_cast<__nv_bfloat16*>(dq.get()), nullptr));
   CUDA_OK(cudaDeviceSynchronize());
-  const std::vector<uint16_t> got = dq.download();
+  std::vector<uint16_t> got;
+  CUDA_OK(dq.download(&got));
   std::vector<float> ref(H);
   int mismatches = 0;
   for (int t = 0; t < T; ++t) {
@@ -128,8 +129,10 @@ void run_route_case(int T, int E, int k, bool renorm, float scaling, bool ties, 
   CUDA_OK(smxx::launch_route_kimi(dl.get(), stride, db.get(), T, E, k, renorm, scaling, di.get(),
                                   dw.get(), nullptr));
   CUDA_OK(cudaDeviceSynchronize());
-  const auto ids = di.download();
-  const auto w = dw.download();
+  std::vector<int32_t> ids;
+  std::vector<float> w;
+  CUDA_OK(di.download(&ids));
+  CUDA_OK(dw.download(&w));
   int bad = 0;
   double max_rel = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -205,8 +208,13 @@ TEST(GpuRoute, RegisterKeysMatchSharedMemoryKeysBitForBit) {
     CUDA_OK(smxx::launch_route_kimi(dl.get(), c.E, db.get(), c.T, c.E, c.k, true, 1.0f, i1.get(),
                                     w1.get(), nullptr, smxx::kRouteRegMax));
     CUDA_OK(cudaDeviceSynchronize());
-    EXPECT_EQ(i1.download(), i0.download());
-    const auto a = w1.download(), b = w0.download();
+    std::vector<int32_t> ids1, ids0;
+    std::vector<float> a, b;
+    CUDA_OK(i1.download(&ids1));
+    CUDA_OK(i0.download(&ids0));
+    CUDA_OK(w1.download(&a));
+    CUDA_OK(w0.download(&b));
+    EXPECT_EQ(ids1, ids0);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "weights differ";
   }
 }
@@ -316,13 +324,20 @@ void run_group_case(const std::vector<int32_t>& ids, int T, int k, int start, in
   const char* failed = nullptr;
   CUDA_OK(smxx::launch_group(a, nullptr, &failed));
   CUDA_OK(cudaDeviceSynchronize());
-  EXPECT_EQ(b.off.download(), want.offsets) << name;
-  EXPECT_EQ(b.pos.download(), want.pair_pos) << name;
   const size_t rows = want.x_row.size();
-  EXPECT_EQ(b.xrow.download(rows), want.x_row) << name;
-  EXPECT_EQ(b.otok.download(rows), want.out_token) << name;
-  EXPECT_EQ(b.has.download(), want.has_out) << name;
-  const auto gw = b.roww.download(rows);
+  std::vector<int32_t> off, pos, xrow, otok, has;
+  std::vector<float> gw;
+  CUDA_OK(b.off.download(&off));
+  CUDA_OK(b.pos.download(&pos));
+  CUDA_OK(b.xrow.download(&xrow, rows));
+  CUDA_OK(b.otok.download(&otok, rows));
+  CUDA_OK(b.has.download(&has));
+  CUDA_OK(b.roww.download(&gw, rows));
+  EXPECT_EQ(off, want.offsets) << name;
+  EXPECT_EQ(pos, want.pair_pos) << name;
+  EXPECT_EQ(xrow, want.x_row) << name;
+  EXPECT_EQ(otok, want.out_token) << name;
+  EXPECT_EQ(has, want.has_out) << name;
   EXPECT_EQ(0, std::memcmp(gw.data(), want.row_weight.data(), rows * 4)) << name;
   // Without out_token (the kernels' variant that skips the single-pair test): the same order.
   CUDA_OK(cudaMemset(b.off.get(), 0xFF, (count + 1) * 4));
@@ -331,9 +346,12 @@ void run_group_case(const std::vector<int32_t>& ids, int T, int k, int start, in
   a = b.args(di.get(), dw.get(), T, k, start, count, false, false);
   CUDA_OK(smxx::launch_group(a, nullptr, &failed));
   CUDA_OK(cudaDeviceSynchronize());
-  EXPECT_EQ(b.off.download(), want.offsets) << name << " without out_token";
-  EXPECT_EQ(b.pos.download(), want.pair_pos) << name << " without out_token";
-  EXPECT_EQ(b.xrow.download(rows), want.x_row) << name << " without out_token";
+  CUDA_OK(b.off.download(&off));
+  CUDA_OK(b.pos.download(&pos));
+  CUDA_OK(b.xrow.download(&xrow, rows));
+  EXPECT_EQ(off, want.offsets) << name << " without out_token";
+  EXPECT_EQ(pos, want.pair_pos) << name << " without out_token";
+  EXPECT_EQ(xrow, want.x_row) << name << " without out_token";
   int empty = 0, single = 0;
   for (int e = 0; e < count; ++e) empty += want.offsets[e] == want.offsets[e + 1];
   for (int32_t t : want.out_token) single += t >= 0;
@@ -430,7 +448,8 @@ void run_combine_case(bool skip_single, int T = 29, int k = 16, int own_pct = 75
   CUDA_OK(smxx::launch_combine(dy.get(), H, dpos.get(), T, k, dout.get(), out_stride, skip_single,
                                nullptr));
   CUDA_OK(cudaDeviceSynchronize());
-  const auto got = dout.download();
+  std::vector<float> got;
+  CUDA_OK(dout.download(&got));
   int bad = 0, skipped = 0, singles = 0, ruled = 0;
   for (int t = 0; t < T; ++t) {
     int owned = 0;
@@ -496,7 +515,8 @@ TEST(GpuQuantize, NanOrInfBlockGivesCanonicalNanBlock) {
   CUDA_OK(smxx::launch_quantize_input(dx.get(), true, H, T, H, true,
                                       reinterpret_cast<__nv_bfloat16*>(dq.get()), nullptr));
   CUDA_OK(cudaDeviceSynchronize());
-  const auto got = dq.download();
+  std::vector<uint16_t> got;
+  CUDA_OK(dq.download(&got));
   std::vector<float> clean = x, ref(H);
   int bad = 0;
   for (int t = 0; t < T; ++t)
@@ -538,8 +558,11 @@ TEST(GpuRoute, MinusInfBiasMasksExpertsLikeRouteKimi) {
   CUDA_OK(smxx::launch_route_kimi(dl.get(), E, db.get(), T, E, k, true, 1.0f, di.get(), dw.get(),
                                   nullptr));
   CUDA_OK(cudaDeviceSynchronize());
-  EXPECT_EQ(di.download(), want_ids);
-  const auto w = dw.download();
+  std::vector<int32_t> ids;
+  std::vector<float> w;
+  CUDA_OK(di.download(&ids));
+  CUDA_OK(dw.download(&w));
+  EXPECT_EQ(ids, want_ids);
   for (size_t i = 0; i < w.size(); ++i)
     EXPECT_NEAR(w[i], want_w[i], 1e-6 * std::fabs(want_w[i]) + 1e-30) << "slot " << i;
 }
@@ -571,8 +594,10 @@ TEST(GpuRoute, NanLogitGivesNanWeightsForThatTokenOnly) {
   CUDA_OK(smxx::launch_route_kimi(dl.get(), E, db.get(), T, E, k, true, 1.0f, di.get(), dw.get(),
                                   nullptr));
   CUDA_OK(cudaDeviceSynchronize());
-  const auto ids = di.download();
-  const auto w = dw.download();
+  std::vector<int32_t> ids;
+  std::vector<float> w;
+  CUDA_OK(di.download(&ids));
+  CUDA_OK(dw.download(&w));
   for (int t = 0; t < T; ++t) {
     std::vector<int32_t> tid(ids.begin() + t * k, ids.begin() + (t + 1) * k);
     if (t == 2 || t == 5) {
@@ -616,6 +641,15 @@ void expect_same_bits(const std::vector<T>& a, const std::vector<T>& b, const ch
     if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0 && ++bad <= 3)
       ADD_FAILURE() << name << " " << what << "[" << i << "] differs";
   EXPECT_EQ(bad, 0u) << name << " " << what;
+}
+// Both buffers, whole, then expect_same_bits.
+template <typename T>
+void expect_same_download(const DevBuf<T>& a, const DevBuf<T>& b, const char* what,
+                          const char* name) {
+  std::vector<T> ha, hb;
+  CUDA_OK(a.download(&ha));
+  CUDA_OK(b.download(&hb));
+  expect_same_bits(ha, hb, what, name);
 }
 
 void run_prologue_case(const PrologueCase& c) {
@@ -736,23 +770,26 @@ void run_prologue_case(const PrologueCase& c) {
   a.situ = fused.grp.situ_fill(pbp, plbp);
   CUDA_OK(smxx::launch_prologue(a, shape, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
-  expect_same_bits(fused.xq.download(), sep.xq.download(), "xq", c.name);
-  expect_same_bits(fused.rid.download(), sep.rid.download(), "routed ids", c.name);
-  expect_same_bits(fused.rw.download(), sep.rw.download(), "routed weights", c.name);
-  const auto off = sep.grp.off.download();
-  expect_same_bits(fused.grp.off.download(), off, "expert_offsets", c.name);
-  expect_same_bits(fused.grp.xrow.download(), sep.grp.xrow.download(), "x_row", c.name);
-  expect_same_bits(fused.grp.roww.download(), sep.grp.roww.download(), "row_weight", c.name);
-  expect_same_bits(fused.grp.pos.download(), sep.grp.pos.download(), "pair_pos", c.name);
-  expect_same_bits(fused.grp.otok.download(), sep.grp.otok.download(), "out_token", c.name);
-  expect_same_bits(fused.grp.has.download(), sep.grp.has.download(), "expert_has_out", c.name);
-  expect_same_bits(fused.grp.beta.download(), sep.grp.beta.download(), "beta", c.name);
-  expect_same_bits(fused.grp.lbeta.download(), sep.grp.lbeta.download(), "linear_beta", c.name);
+  expect_same_download(fused.xq, sep.xq, "xq", c.name);
+  expect_same_download(fused.rid, sep.rid, "routed ids", c.name);
+  expect_same_download(fused.rw, sep.rw, "routed weights", c.name);
+  std::vector<int32_t> off, foff;
+  CUDA_OK(sep.grp.off.download(&off));
+  CUDA_OK(fused.grp.off.download(&foff));
+  expect_same_bits(foff, off, "expert_offsets", c.name);
+  expect_same_download(fused.grp.xrow, sep.grp.xrow, "x_row", c.name);
+  expect_same_download(fused.grp.roww, sep.grp.roww, "row_weight", c.name);
+  expect_same_download(fused.grp.pos, sep.grp.pos, "pair_pos", c.name);
+  expect_same_download(fused.grp.otok, sep.grp.otok, "out_token", c.name);
+  expect_same_download(fused.grp.has, sep.grp.has, "expert_has_out", c.name);
+  expect_same_download(fused.grp.beta, sep.grp.beta, "beta", c.name);
+  expect_same_download(fused.grp.lbeta, sep.grp.lbeta, "linear_beta", c.name);
   // The GEMMs' per-expert counters, zeroed by both.
-  expect_same_bits(fused.grp.ready.download(), std::vector<int32_t>(El, 0), "h_ready (prologue)",
-                   c.name);
-  expect_same_bits(sep.grp.ready.download(), std::vector<int32_t>(El, 0), "h_ready (group scan)",
-                   c.name);
+  std::vector<int32_t> fready, sready;
+  CUDA_OK(fused.grp.ready.download(&fready));
+  CUDA_OK(sep.grp.ready.download(&sready));
+  expect_same_bits(fready, std::vector<int32_t>(El, 0), "h_ready (prologue)", c.name);
+  expect_same_bits(sready, std::vector<int32_t>(El, 0), "h_ready (group scan)", c.name);
   std::printf("[prologue] %s: T=%d k=%d E=%d local [%d, %d) %s routing: %d owned pairs, "
               "chunks %d, route warps %d%s, %d quantize CTAs, %zu B smem: identical\n", c.name,
               T, k, c.E_total, c.start, c.start + El, c.gpu_routing ? "GPU" : "caller", off[El],

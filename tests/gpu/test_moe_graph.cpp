@@ -92,17 +92,19 @@ TEST(MoeGraph, CaptureThenReplayWithNewInputsAndRouting) {
         CUDA_OK(cudaMemset(dout.get(), 0xFF, dout.size() * 4));
         CUDA_OK(cudaGraphLaunch(exec, st));
         CUDA_OK(cudaStreamSynchronize(st));
-        const auto replay = dout.download();
+        std::vector<float> replay;
+        CUDA_OK(dout.download(&replay));
         if (gpu_route) {
-          in.ids = dids.download();
-          in.weights = dw.download();
+          CUDA_OK(dids.download(&in.ids));
+          CUDA_OK(dw.download(&in.weights));
         }
         // A direct run on the same inputs.
         MoeRunParams q = p;
         q.out = dout2.get();
         ASSERT_TRUE(run_moe(g->w, q, st).ok());
         CUDA_OK(cudaStreamSynchronize(st));
-        const auto direct = dout2.download();
+        std::vector<float> direct;
+        CUDA_OK(dout2.download(&direct));
         EXPECT_EQ(0, std::memcmp(replay.data(), direct.data(), replay.size() * 4))
             << "graph replay differs from a direct run";
         const std::vector<int> rows = sample_rows(T, 4, seed);

@@ -196,7 +196,8 @@ TEST(GpuMxfp8Device, ExponentOfEveryFloatMatchesMxScaleExponent) {
   exponent_array_kernel<<<(n + 255) / 256, 256>>>(dx.get(), n, de.get());
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
-  const auto e = de.download();
+  std::vector<int> e;
+  CUDA_OK(de.download(&e));
   int bad = 0;
   for (int i = 0; i < n; ++i) {
     const int want = mx_scale_exponent(a[i], kE4M3Max);
@@ -283,9 +284,12 @@ TEST(GpuMxfp8Device, RandomBlocksMatchHostFormatsCodeForCode) {
   block_quantize_kernel<<<132 * 8, 256>>>(dx.get(), blocks, dc.get(), de.get(), deq.get());
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
-  const auto codes = dc.download();
-  const auto exps = de.download();
-  const auto vals = deq.download();
+  std::vector<uint8_t> codes;
+  std::vector<int> exps;
+  std::vector<float> vals;
+  CUDA_OK(dc.download(&codes));
+  CUDA_OK(de.download(&exps));
+  CUDA_OK(deq.download(&vals));
   long long bad = 0, subnormal_codes = 0, sat = 0, zeros = 0;
   for (int b = 0; b < blocks; ++b) {
     const float* blk = x.data() + static_cast<size_t>(b) * 32;
