@@ -5,10 +5,15 @@
 //
 // DISABLED_ by default; run with
 //   test_sm90_grouped_gemm --gtest_also_run_disabled_tests --gtest_filter='*ConsumerChain*'
-// DISABLED_Correctness: on one CTA, 12 steps, every BN and WG: (b)'s expanded registers against a
-//   CPU E2M1 x 2^(s-127) decode (bit-exact), (a) fed with (b)'s registers against (c), (d), (e)
-//   (bit-exact: same wgmmas on the same operands), and (c)'s accumulator tile against a CPU dot
-//   product of the expanded BF16 values (fp32 accumulation tolerance).
+// DISABLED_Correctness: first, on the CPU (runs without a GPU, before the SM90 skip): the
+//   expected registers two ways, which must agree bit for bit for every element of every
+//   register: (1) formats.h's dequantization of the row-major MXFP4 source at the (row, k) that
+//   wgmma's register A fragment puts in that register half, and (2) a host model of
+//   expand_fragment's fast path on the library's prepacked words (prepack_mxfp4, place_word, the
+//   2^(s-1) multiplier). Then on one CTA, 12 steps, every BN and WG: (b)'s expanded registers
+//   against them (bit-exact), (a) fed with (b)'s registers against (c), (d), (e) (bit-exact:
+//   same wgmmas on the same operands), and (c)'s accumulator tile against a CPU dot product of
+//   the dequantized A tile (fp32 accumulation tolerance).
 // DISABLED_Timings: one CTA per SM, every warpgroup `steps` 64-K steps; prints
 //   CHAIN <variant> BN=<n> WG=<w> cycles/step=<c> TFLOP/s=<t>
 // cycles/step = SM cycles (clock64 around the loop, mean over CTAs) / (64-K steps the SM
@@ -24,9 +29,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "mxmoe/formats.h"
+#include "sm90/grouped_gemm.h"    // prepack_mxfp4
+#include "sm90/mxfp4_fragment.h"  // place_word, frag_scale_pos, the tile constants
+#include "sm90_gemm_check.h"      // Mx4: row-major MXFP4 and its formats.h dequantization
 
 namespace mxmoe::sm90::chain {
 
@@ -46,7 +56,8 @@ cudaError_t launch_chain(int variant, int bn, int wg, const ChainArgs& p, cudaSt
 namespace {
 
 constexpr int kSlots = 4;
-constexpr int kThreads = 128;
+constexpr int kThreads = kWarpgroup;
+constexpr int kSrcK = kSlots * kStepK;  // the source matrix: slot sl = its 64-K step sl
 const char* const kVariantName[5] = {"a_wgmma_only", "b_expand_only", "c_expand_wgmma_wait1",
                                      "d_expand_next_2deep", "e_lds_expand_wgmma"};
 
@@ -56,73 +67,166 @@ uint64_t xorshift(uint64_t* s) {
   *s ^= *s << 17;
   return *s;
 }
-uint16_t bf16_bits(float f) {  // exact for the values used here
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>(u >> 16);
-}
-float bf16_value(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-float e2m1(uint32_t nib, uint32_t e) {
-  static const float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float m = std::ldexp(kMag[nib & 7], static_cast<int>(e) - 127);
-  return (nib & 8) ? -m : m;
+uint32_t le_word(const uint8_t* b) {
+  return b[0] | b[1] << 8 | b[2] << 16 | static_cast<uint32_t>(b[3]) << 24;
 }
 
 struct Inputs {
-  std::vector<uint32_t> q;  // [kSlots][128][4]
-  std::vector<uint32_t> s;  // [kSlots][128]
+  check::Mx4 w;             // row-major MXFP4 source [64, kSrcK]
+  std::vector<uint32_t> q;  // [kSlots][128][4]: prepack_mxfp4(w), slot sl = w's 64-K step sl
+  std::vector<uint32_t> s;  // [kSlots][128]: each thread's scale word (that of its row pair)
   std::vector<uint16_t> b;  // [192][64]
   std::vector<uint32_t> a;  // [128][16] random BF16x2 (timing of variant a)
 };
+// Random E2M1 codes and scale bytes 118..126 (2^-9..2^-1: E2M1 x scale is exact in BF16, and no
+// byte is above 128, so expand_fragment takes its fast path), prepacked by the library. With
+// same_slots, every 64-K step of the source is a copy of the first (variant e cycles the slots).
 Inputs make_inputs(uint64_t seed, bool same_slots) {
   Inputs in;
   uint64_t st = seed * 0x9E3779B97F4A7C15ull + 7;
-  in.q.resize(kSlots * kThreads * 4);
-  in.s.resize(kSlots * kThreads);
-  for (auto& w : in.q) w = static_cast<uint32_t>(xorshift(&st) >> 13);
-  for (auto& w : in.s) {
-    w = 0;
-    for (int b = 0; b < 4; ++b) w |= static_cast<uint32_t>(118 + (xorshift(&st) >> 20) % 9) << (8 * b);
-  }
+  check::Mx4& w = in.w;
+  w.rows = kTileM;
+  w.k = kSrcK;
+  w.packed.resize(kTileM * kSrcK / 2);
+  w.scales.resize(kTileM * kSrcK / kMxBlock);
+  for (auto& v : w.packed) v = static_cast<uint8_t>(xorshift(&st) >> 13);
+  for (auto& v : w.scales) v = static_cast<uint8_t>(118 + (xorshift(&st) >> 20) % 9);
   if (same_slots)
-    for (int sl = 1; sl < kSlots; ++sl) {
-      std::copy(in.q.begin(), in.q.begin() + kThreads * 4, in.q.begin() + sl * kThreads * 4);
-      std::copy(in.s.begin(), in.s.begin() + kThreads, in.s.begin() + sl * kThreads);
+    for (int r = 0; r < kTileM; ++r)
+      for (int sl = 1; sl < kSlots; ++sl) {
+        uint8_t* pr = &w.packed[static_cast<size_t>(r) * kSrcK / 2];
+        uint8_t* sr = &w.scales[static_cast<size_t>(r) * kSrcK / kMxBlock];
+        std::copy(pr, pr + kStepK / 2, pr + sl * kStepK / 2);
+        std::copy(sr, sr + kStepK / kMxBlock, sr + sl * kStepK / kMxBlock);
+      }
+  std::vector<uint8_t> pq(prepacked_packed_bytes(kTileM, kSrcK));
+  std::vector<uint8_t> ps(prepacked_scale_bytes(kTileM, kSrcK));
+  prepack_mxfp4(w.packed.data(), w.scales.data(), kTileM, kSrcK, pq.data(), ps.data());
+  // One 64-row tile: fragment (kb, tid) is bytes (kb * 128 + tid) * 16, i.e. [kSlots][128][16 B].
+  in.q.resize(pq.size() / 4);
+  for (size_t i = 0; i < in.q.size(); ++i) in.q[i] = le_word(&pq[4 * i]);
+  // The prepacked scales hold one word per row pair (8 w + g); the kernels' s_in one per thread.
+  in.s.resize(kSlots * kThreads);
+  for (int sl = 0; sl < kSlots; ++sl)
+    for (int tid = 0; tid < kThreads; ++tid) {
+      const int wi = tid / 32, g = (tid % 32) / 4;
+      in.s[sl * kThreads + tid] = le_word(&ps[frag_scale_pos(16 * wi + g, 2 * sl, kSrcK)]);
     }
   in.b.resize(192 * 64);
-  for (auto& v : in.b) v = bf16_bits(static_cast<float>(static_cast<int>((xorshift(&st) >> 20) % 17) - 8) / 8.0f);
+  for (auto& v : in.b)
+    v = float_to_bf16(static_cast<float>(static_cast<int>((xorshift(&st) >> 20) % 17) - 8) / 8.0f);
   in.a.resize(kThreads * 16);
   for (auto& v : in.a) {
-    const uint32_t lo = bf16_bits(static_cast<float>(static_cast<int>((xorshift(&st) >> 20) % 9) - 4) / 4.0f);
-    const uint32_t hi = bf16_bits(static_cast<float>(static_cast<int>((xorshift(&st) >> 20) % 9) - 4) / 4.0f);
+    const uint32_t lo =
+        float_to_bf16(static_cast<float>(static_cast<int>((xorshift(&st) >> 20) % 9) - 4) / 4.0f);
+    const uint32_t hi =
+        float_to_bf16(static_cast<float>(static_cast<int>((xorshift(&st) >> 20) % 9) - 4) / 4.0f);
     v = lo | (hi << 16);
   }
   return in;
 }
 
-// CPU expansion of slot 0: the A tile [64 rows][64 k] and each thread's 16 registers.
-void cpu_expand(const Inputs& in, std::vector<float>* A, std::vector<uint32_t>* regs) {
+// (row, k) within the 64 x 64 tile of thread tid's A register 4 j + q, half h (wgmma m64nNk16
+// "A in registers", the order mxfp4_fragment.h documents): row 16 w + g + 8 (q & 1),
+// k 16 j + 8 (q >> 1) + 2 t + h.
+void reg_element(int tid, int reg, int h, int* row, int* k) {
+  const int w = tid / 32, g = (tid % 32) / 4, t = tid % 4, j = reg / 4, q = reg % 4;
+  *row = 16 * w + g + 8 * (q & 1);
+  *k = 16 * j + 8 * (q >> 1) + 2 * t + h;
+}
+
+// The expected expansion of slot `slot`, from the row-major source (formats.h's E2M1 x UE8M0,
+// exact in fp32): the A tile [64 rows][64 k] and each thread's 16 BF16x2 registers.
+void cpu_expand(const Inputs& in, int slot, std::vector<float>* A, std::vector<uint32_t>* regs) {
   A->assign(64 * 64, 0.0f);
   regs->assign(kThreads * 16, 0);
-  for (int tid = 0; tid < kThreads; ++tid) {
-    const int w = tid / 32, g = (tid % 32) / 4, t = tid % 4;
-    const uint32_t s = in.s[tid];
-    for (int j = 0; j < 4; ++j)
-      for (int r = 0; r < 4; ++r) {
-        const uint32_t x = in.q[tid * 4 + j] >> (4 * r);
-        const uint32_t e = (s >> (8 * (2 * (j >> 1) + (r & 1)))) & 0xFF;
-        const float lo = e2m1(x & 0xF, e), hi = e2m1((x >> 16) & 0xF, e);
-        const int row = 16 * w + g + 8 * (r & 1), k = 16 * j + 8 * (r >> 1) + 2 * t;
-        (*A)[row * 64 + k] = lo;
-        (*A)[row * 64 + k + 1] = hi;
-        (*regs)[tid * 16 + 4 * j + r] = bf16_bits(lo) | (static_cast<uint32_t>(bf16_bits(hi)) << 16);
+  for (int tid = 0; tid < kThreads; ++tid)
+    for (int reg = 0; reg < 16; ++reg)
+      for (int h = 0; h < 2; ++h) {
+        int row, k;
+        reg_element(tid, reg, h, &row, &k);
+        const float v = in.w.value(row, kStepK * slot + k);
+        (*A)[row * 64 + k] = v;
+        (*regs)[tid * 16 + reg] |= static_cast<uint32_t>(float_to_bf16(v)) << (16 * h);
       }
+}
+
+// Exact value of a finite BF16 (no fp32 subnormal arithmetic, so no FTZ / DAZ concern).
+double bf16_exact(uint16_t b) {
+  const int e = (b >> 7) & 0xFF, m = b & 0x7F;
+  const double mag = e == 0 ? std::ldexp(m, -133) : std::ldexp(128 + m, e - 134);
+  return (b & 0x8000) ? -mag : mag;
+}
+
+// expand_fragment's fast path (no scale byte above 128) on the host, from one thread's
+// prepacked words and scale word: place_word's register holds each element as E2M1 x 2^-126
+// (magnitude at BF16 bits 6..8, sign at 15), the multiplier is (byte * 0x00800080 + 0x3F003F00)
+// (BF16 exponent field byte + 126: 2^(byte - 1) in both halves), and fma.rn.bf16x2(v, m, -0)
+// is the exact product (+ -0 keeps the sign of zero). Registers 0 and 2 of word j (row r0) use
+// scale byte 2 (j / 2), registers 1 and 3 (row r0 + 8) byte 2 (j / 2) + 1. Returns the number
+// of halves whose product was not exact in BF16 (it must be 0).
+int device_model(const uint32_t* words, uint32_t s, uint32_t* regs) {
+  int inexact = 0;
+  for (int j = 0; j < 4; ++j) {
+    uint32_t v[4];
+    place_word(words[j], v);
+    for (int q = 0; q < 4; ++q) {
+      const uint32_t byte = (s >> (8 * (2 * (j >> 1) + (q & 1)))) & 0xFFu;
+      const uint32_t m = byte * 0x00800080u + 0x3F003F00u;
+      uint32_t r = 0;
+      for (int h = 0; h < 2; ++h) {
+        const double p = bf16_exact(static_cast<uint16_t>(v[q] >> (16 * h))) *
+                             bf16_exact(static_cast<uint16_t>(m >> (16 * h))) +
+                         -0.0;
+        const uint16_t bits = float_to_bf16(static_cast<float>(p));
+        inexact += bf16_exact(bits) != p || std::signbit(bf16_exact(bits)) != std::signbit(p);
+        r |= static_cast<uint32_t>(bits) << (16 * h);
+      }
+      regs[4 * j + q] = r;
+    }
   }
+  return inexact;
+}
+
+// The CPU-only consistency check of the expected registers (see the file comment). Returns a
+// description of the first failure, or an empty string.
+std::string check_cpu_model(const Inputs& in) {
+  char buf[256];
+  for (size_t i = 0; i < in.s.size(); ++i)
+    for (int b = 0; b < 4; ++b)
+      if (((in.s[i] >> (8 * b)) & 0xFFu) > 128u) return "a scale byte above 128 (no fast path)";
+  for (int slot = 0; slot < kSlots; ++slot) {
+    std::vector<float> A;
+    std::vector<uint32_t> regs;
+    cpu_expand(in, slot, &A, &regs);
+    std::vector<int> seen(64 * 64, 0);
+    int inexact = 0, differ = 0, first = -1;
+    for (int tid = 0; tid < kThreads; ++tid) {
+      uint32_t model[16];
+      inexact += device_model(&in.q[(static_cast<size_t>(slot) * kThreads + tid) * 4],
+                              in.s[slot * kThreads + tid], model);
+      for (int reg = 0; reg < 16; ++reg) {
+        const uint32_t want = regs[tid * 16 + reg];
+        for (int h = 0; h < 2; ++h) {
+          int row, k;
+          reg_element(tid, reg, h, &row, &k);
+          ++seen[row * 64 + k];
+          const float v = A[row * 64 + k];
+          inexact += bf16_to_float(static_cast<uint16_t>(want >> (16 * h))) != v;
+        }
+        if (model[reg] != want && differ++ == 0) first = tid * 16 + reg;
+      }
+    }
+    const int covered = static_cast<int>(std::count(seen.begin(), seen.end(), 1));
+    if (covered != 64 * 64 || inexact != 0 || differ != 0) {
+      std::snprintf(buf, sizeof(buf),
+                    "slot %d: %d of 4096 tile elements covered once, %d inexact, %d of 2048 "
+                    "registers differ (first: thread %d register %d)",
+                    slot, covered, inexact, differ, first / 16, first % 16);
+      return buf;
+    }
+  }
+  return "";
 }
 
 struct Dev {
@@ -158,11 +262,24 @@ ChainArgs args_of(const Dev& d, int steps, int grid, bool debug) {
 }
 
 TEST(Sm90ConsumerChainBench, DISABLED_Correctness) {
-  MXMOE_REQUIRE_SM90();
   const Inputs in = make_inputs(1, /*same_slots=*/true);
+  // CPU: formats.h's decode and the host model of expand_fragment on the prepacked fragments
+  // agree bit for bit (before the skip: this part needs no GPU).
+  const std::string cpu = check_cpu_model(in);
+  ASSERT_TRUE(cpu.empty()) << "expected registers: formats.h decode != expand_fragment model, "
+                           << cpu;
+  for (int sl = 1; sl < kSlots; ++sl) {  // variant (e) reads every slot: all equal to slot 0
+    const auto q0 = in.q.begin(), s0 = in.s.begin();
+    ASSERT_TRUE(std::equal(q0, q0 + kThreads * 4, q0 + sl * kThreads * 4)) << "slot " << sl;
+    ASSERT_TRUE(std::equal(s0, s0 + kThreads, s0 + sl * kThreads)) << "slot " << sl;
+  }
+  std::printf("CHAIN-CPU: %d slots x 2048 registers: formats.h decode == expand_fragment model "
+              "(bit-exact)\n",
+              kSlots);
+  MXMOE_REQUIRE_SM90();
   std::vector<float> A;
   std::vector<uint32_t> regs;
-  cpu_expand(in, &A, &regs);
+  cpu_expand(in, 0, &A, &regs);
   constexpr int kSteps = 12;
   for (int wg = 1; wg <= 2; ++wg) {
     Dev dev;
@@ -200,7 +317,8 @@ TEST(Sm90ConsumerChainBench, DISABLED_Correctness) {
           const int row = 16 * w + g + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * t + (i & 1);
           double ref = 0.0, mag = 0.0;
           for (int k = 0; k < 64; ++k) {
-            const double term = static_cast<double>(A[row * 64 + k]) * bf16_value(in.b[col * 64 + k]);
+            const double term =
+                static_cast<double>(A[row * 64 + k]) * bf16_to_float(in.b[col * 64 + k]);
             ref += term;
             mag += std::fabs(term);
           }
