@@ -385,7 +385,8 @@ void bench(const char* layout, int E, int I, int topk, int T) {
       {"reg", kGemmDecode, 0, kR},     {"reg-s1", kGemmDecode, 1, kR},
       {"reg-s2", kGemmDecode, 2, kR},  {"reg-s4", kGemmDecode, 4, kR},
       {"bulk", kGemmDecode, 0, kB},    {"bulk-s1", kGemmDecode, 1, kB},
-      {"bulk-s2", kGemmDecode, 2, kB}, {"bulk-s4", kGemmDecode, 4, kB}};
+      {"bulk-s2", kGemmDecode, 2, kB}, {"bulk-s4", kGemmDecode, 4, kB},
+      {"reg-s8", kGemmDecode, 8, kR},  {"bulk-s8", kGemmDecode, 8, kB}};
   for (const Variant& v : variants) {
     decode_set_mainloop(v.mainloop);
     Gemm1Params q1 = p1;
