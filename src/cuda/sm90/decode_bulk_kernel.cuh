@@ -128,6 +128,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
   }
   // Everything below reads what earlier kernels of the chain wrote (offsets, rows, activations).
   pdl::wait();
+  if constexpr (!kGemm1) pdl::launch_dependents();  // as decode_gemm_kernel.cuh's GEMM2
   // (its __syncthreads also publishes the mbarriers)
   build_tile_prefix<kBN, kBulkThreads>(p, m_tiles, sPrefix, sWarp, sSpan);
   if constexpr (S > 1) cluster_sync_all();   // peers' barriers exist before any remote arrive

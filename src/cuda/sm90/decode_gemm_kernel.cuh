@@ -33,6 +33,11 @@
 //  - Epilogues: GEMM1 the tiled kernel's for BN = 16 (same situ_glu, same MX block = the tile's
 //    32 intermediates of a token, same staging and 16-byte stores); GEMM2 the same values
 //    (gemm2_store.cuh) stored from the accumulators. So the numerics are identical.
+//  - GEMM2 triggers its dependent (the combine) right after its own wait, so the combine's CTAs
+//    are launched and resident, waiting in pdl::wait for GEMM2's completion, instead of being
+//    launched when GEMM2's last CTA exits: at T = 1 the chain's launch latencies are most of its
+//    time (bench/NOTES.md D round 18). GEMM1 does not: GEMM2's resident CTAs slowed GEMM1's
+//    last wave at EP16 T=16 (D round 8).
 // Limitations: BN = 16 only (more rows per expert take more token tiles, each re-reading the
 //   weights: the launcher sends those to the tiled kernels); num_experts <= kDecodeMaxExperts
 //   (the tile prefix is in smem); S in {1, 2, 4, 8} (portable cluster sizes).
@@ -401,6 +406,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     }
   }
   pdl::wait();  // offsets, rows and activations come from earlier kernels of the chain
+  if constexpr (!kGemm1) pdl::launch_dependents();  // decode_trigger_combine
   build_tile_prefix<kBN, kThreads>(p, m_tiles, sPrefix, sWarp, sSpan);  // + __syncthreads
   if constexpr (S > 1) cluster_sync_all();  // peers' barriers exist before any remote arrive
   TileWalker walk;
