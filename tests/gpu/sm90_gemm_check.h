@@ -10,6 +10,8 @@
 // Outputs are poisoned before each launch: rows past the last pair must stay poisoned, checked
 // rows must have been written. Every case runs twice (or eagerly once and then three CUDA-graph
 // replays) and every run must be bit-identical to the first.
+// ChainProblem (at the end): the device buffers and launch parameters of a GEMM1 -> GEMM2 chain,
+// for the tests and benches that launch both GEMMs themselves.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,6 +24,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mxmoe/common.h"
@@ -521,6 +524,140 @@ inline void run_gemm2_case(const Gemm2Case& c) {
                        [](const Gemm2Params& q) { return launch_gemm2(q, num_sms(), 0); },
                        with_flags);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A GEMM1 -> GEMM2 chain on the device, for the tests and benches that launch both GEMMs
+// themselves (the case runners above build one GEMM each, with their own twists: x_stride,
+// scale offsets). ChainHost is the host data; ChainProblem uploads it once and hands out the
+// filled launch parameters, so the buffers and the field-by-field set-up are written once.
+struct ChainHost {
+  int E = 0, I = 0;
+  int K = 0;         // GEMM1's depth: x [T, K] (rows K apart), w13 [2I, K]
+  int H = 0;         // GEMM2's width: w2 [H, I], y [max_rows, H]
+  int max_rows = 0;  // GroupedProblem::max_rows: the rows of x_row, row_weight, h and y
+  std::vector<uint8_t> w13q, w13s, w2q, w2s;  // E experts each, prepacked (prepack_append)
+  std::vector<uint16_t> x;                    // BF16 tokens
+  std::vector<uint16_t> h;  // optional: h's first values before any GEMM1 (else left unset)
+  std::vector<int32_t> x_row, off;            // [max_rows] token of each pair row; [E + 1]
+  std::vector<float> beta, linear_beta;       // [E]
+  std::vector<float> row_weight;              // [max_rows]
+};
+
+struct ChainProblem {
+  int E = 0, I = 0, K = 0, H = 0, max_rows = 0;
+  DevBuf<uint8_t> w13q, w13s, w2q, w2s;
+  DevBuf<uint16_t> x, h;
+  DevBuf<int32_t> x_row, off;
+  DevBuf<float> beta, linear_beta, row_weight, y;
+
+  // Checks the host sizes against the shape (a mismatch is a test failure, named) and allocates
+  // and uploads everything. Returns the first error, an allocation's included, for the caller's
+  // CUDA_OK: a problem that did not reach the device must not be launched or timed.
+  cudaError_t init(const ChainHost& c) {
+    E = c.E, I = c.I, K = c.K, H = c.H, max_rows = c.max_rows;
+    const size_t rows = static_cast<size_t>(max_rows);
+    auto need = [](bool ok, const char* what) {
+      if (!ok) ADD_FAILURE() << "ChainHost: " << what;
+      return ok;
+    };
+    const bool sizes =
+        need(c.w13q.size() == E * prepacked_packed_bytes(2 * I, K) &&
+                 c.w13s.size() == E * prepacked_scale_bytes(2 * I, K),
+             "w13 is not E prepacked [2I, K]") &&
+        need(c.w2q.size() == E * prepacked_packed_bytes(H, I) &&
+                 c.w2s.size() == E * prepacked_scale_bytes(H, I),
+             "w2 is not E prepacked [H, I]") &&
+        need(K > 0 && c.x.size() % K == 0, "x is not rows of K") &&
+        need(c.h.size() <= rows * I, "h is longer than max_rows x I") &&
+        need(c.x_row.size() == rows && c.row_weight.size() == rows,
+             "x_row or row_weight is not max_rows long") &&
+        need(c.off.size() == static_cast<size_t>(E) + 1, "off is not E + 1 long") &&
+        need(c.beta.size() == static_cast<size_t>(E) && c.linear_beta.size() == c.beta.size(),
+             "beta or linear_beta is not E long");
+    if (!sizes) return cudaErrorInvalidValue;
+    h.alloc(rows * I);
+    y.alloc(rows * H);
+    if (!h.ok() || !y.ok()) return cudaErrorMemoryAllocation;
+    cudaError_t e = cudaSuccess;
+    auto up = [&e](auto& buf, const auto& v) {
+      if (e == cudaSuccess) e = buf.upload(v);
+    };
+    up(w13q, c.w13q);
+    up(w13s, c.w13s);
+    up(w2q, c.w2q);
+    up(w2s, c.w2s);
+    up(x, c.x);
+    up(h, c.h);
+    up(x_row, c.x_row);
+    up(off, c.off);
+    up(beta, c.beta);
+    up(linear_beta, c.linear_beta);
+    up(row_weight, c.row_weight);
+    return e;
+  }
+  GroupedProblem grouping(int tile_n) const {
+    GroupedProblem g;
+    g.num_experts = E;
+    g.expert_offsets = off.get();
+    g.max_rows = max_rows;
+    g.tile_n = tile_n;
+    return g;
+  }
+  // x -> h; the rest (mxfp8_out, small_scales, h_ready, g.kernel, g.split_k) at its defaults.
+  Gemm1Params gemm1(int tile_n) const {
+    Gemm1Params p;
+    p.w_packed = w13q.get();
+    p.w_scales = w13s.get();
+    p.I = I;
+    p.K = K;
+    p.x = reinterpret_cast<const __nv_bfloat16*>(x.get());
+    p.x_stride = K;
+    p.x_row = x_row.get();
+    p.beta = beta.get();
+    p.linear_beta = linear_beta.get();
+    p.h = reinterpret_cast<__nv_bfloat16*>(h.get());
+    p.g = grouping(tile_n);
+    return p;
+  }
+  // h -> y; no out_token, small_scales false.
+  Gemm2Params gemm2(int tile_n) const {
+    Gemm2Params p;
+    p.w_packed = w2q.get();
+    p.w_scales = w2s.get();
+    p.H = H;
+    p.I = I;
+    p.h = reinterpret_cast<const __nv_bfloat16*>(h.get());
+    p.row_weight = row_weight.get();
+    p.y = y.get();
+    p.g = grouping(tile_n);
+    return p;
+  }
+};
+
+// The timing benches' chain (sm90_bench_grouped_gemm.cpp, test_sm90_decode_gemm.cpp), H = K:
+// the caller's random w13 bytes, and GEMM2's w2 their first bytes (w13 is twice as large; any
+// bytes are weights); pair p reads token p % T; beta 4, linear_beta 25, row weights 1; exactly
+// the pairs' rows (no slack). x and h stay the caller's to fill.
+inline ChainHost bench_chain_host(int E, int I, int K, int T, const std::vector<int32_t>& off,
+                                  std::vector<uint8_t> w13q, std::vector<uint8_t> w13s) {
+  ChainHost c;
+  c.E = E, c.I = I, c.K = K, c.H = K;
+  c.max_rows = off[E];
+  // min: too few w13 bytes then fail init's size check instead of being read past.
+  const size_t w2q = std::min(w13q.size(), E * prepacked_packed_bytes(K, I));
+  const size_t w2s = std::min(w13s.size(), E * prepacked_scale_bytes(K, I));
+  c.w2q.assign(w13q.begin(), w13q.begin() + w2q);
+  c.w2s.assign(w13s.begin(), w13s.begin() + w2s);
+  c.w13q = std::move(w13q);
+  c.w13s = std::move(w13s);
+  c.x_row.resize(c.max_rows);
+  for (int p = 0; p < c.max_rows; ++p) c.x_row[p] = p % T;
+  c.off = off;
+  c.beta.assign(E, 4.0f);
+  c.linear_beta.assign(E, 25.0f);
+  c.row_weight.assign(c.max_rows, 1.0f);
+  return c;
 }
 
 }  // namespace mxmoe::sm90::check

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "sm90/decode_gemm.h"
@@ -308,7 +309,7 @@ void bench(const char* layout, int E, int I, int topk, int T) {
 
   const size_t w13q = prepacked_packed_bytes(2 * I, H), w13s = prepacked_scale_bytes(2 * I, H);
   const size_t w2q = prepacked_packed_bytes(H, I), w2s = prepacked_scale_bytes(H, I);
-  std::vector<uint8_t> hq(E * std::max(w13q, w2q)), hs(E * std::max(w13s, w2s));
+  std::vector<uint8_t> hq(E * w13q), hs(E * w13s);  // w2: their first bytes (bench_chain_host)
   uint64_t x = 0x9E3779B97F4A7C15ull * (T + 1);  // xorshift: ~1 GB of bytes per layout
   for (size_t i = 0; i + 8 <= hq.size(); i += 8) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -318,59 +319,19 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     v = static_cast<uint8_t>(118 + (x >> 40) % 9);  // scales 2^-9 .. 2^-1
   }
-  DevBuf<uint8_t> d_w13q(E * w13q), d_w13s(E * w13s), d_w2q(E * w2q), d_w2s(E * w2s);
-  ASSERT_EQ(cudaMemcpy(d_w13q.get(), hq.data(), E * w13q, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_w13s.get(), hs.data(), E * w13s, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_w2q.get(), hq.data(), E * w2q, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_w2s.get(), hs.data(), E * w2s, cudaMemcpyHostToDevice), cudaSuccess);
+  ChainHost host = bench_chain_host(E, I, H, T, off, std::move(hq), std::move(hs));
   std::vector<uint16_t> act(static_cast<size_t>(std::max(T, pairs)) * H);
   for (auto& v : act) v = random_bf16(rng, 0.05f);
-  DevBuf<uint16_t> d_x(static_cast<size_t>(T) * H), d_h(static_cast<size_t>(pairs) * I);
-  DevBuf<float> d_y(static_cast<size_t>(pairs) * H), d_rw(pairs), d_beta(E), d_lbeta(E);
-  DevBuf<int32_t> d_off(E + 1), d_row(pairs);
-  ASSERT_EQ(cudaMemcpy(d_x.get(), act.data(), static_cast<size_t>(T) * H * 2, cudaMemcpyHostToDevice),
-            cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_h.get(), act.data(), static_cast<size_t>(pairs) * I * 2,
-                       cudaMemcpyHostToDevice),
-            cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_off.get(), off.data(), (E + 1) * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  std::vector<int32_t> xrow(pairs);
-  for (int p = 0; p < pairs; ++p) xrow[p] = p % T;
-  ASSERT_EQ(cudaMemcpy(d_row.get(), xrow.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  std::vector<float> ones(std::max(E, pairs), 1.0f), b4(E, 4.0f), b25(E, 25.0f);
-  ASSERT_EQ(cudaMemcpy(d_rw.get(), ones.data(), pairs * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_beta.get(), b4.data(), E * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_lbeta.get(), b25.data(), E * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  host.x.assign(act.begin(), act.begin() + static_cast<size_t>(T) * H);
+  host.h.assign(act.begin(), act.begin() + static_cast<size_t>(pairs) * I);
+  ChainProblem prob;
+  CUDA_OK(prob.init(host));
   const size_t flush_bytes = 256u << 20;
   DevBuf<uint8_t> flush(flush_bytes);
   const int sms = num_sms();
 
-  GroupedProblem g;
-  g.num_experts = E;
-  g.expert_offsets = d_off.get();
-  g.max_rows = pairs;
-  g.tile_n = 16;
-  Gemm1Params p1;
-  p1.w_packed = d_w13q.get();
-  p1.w_scales = d_w13s.get();
-  p1.I = I;
-  p1.K = H;
-  p1.x = reinterpret_cast<const __nv_bfloat16*>(d_x.get());
-  p1.x_stride = H;
-  p1.x_row = d_row.get();
-  p1.beta = d_beta.get();
-  p1.linear_beta = d_lbeta.get();
-  p1.h = reinterpret_cast<__nv_bfloat16*>(d_h.get());
-  p1.g = g;
-  Gemm2Params p2;
-  p2.w_packed = d_w2q.get();
-  p2.w_scales = d_w2s.get();
-  p2.H = H;
-  p2.I = I;
-  p2.h = reinterpret_cast<const __nv_bfloat16*>(d_h.get());
-  p2.row_weight = d_rw.get();
-  p2.y = d_y.get();
-  p2.g = g;
+  const Gemm1Params p1 = prob.gemm1(16);
+  const Gemm2Params p2 = prob.gemm2(16);
   const double b1 = static_cast<double>(hit) * (w13q + w13s);
   const double b2 = static_cast<double>(hit) * (w2q + w2s);
   const double floor_us = (b1 + b2) / kCopyGBs * 1e-3;

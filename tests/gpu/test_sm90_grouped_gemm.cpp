@@ -330,66 +330,35 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
     const int E = static_cast<int>(rows.size()), K = 512, H = 256;
     const std::vector<int32_t> off = offsets_of(rows);
     const int pairs = off[E], max_rows = pairs + 3, T = pairs / 2 + 1;
-    std::vector<uint8_t> w13q, w13s, w2q, w2s;
+    ChainHost host;
+    host.E = E, host.I = I, host.K = K, host.H = H, host.max_rows = max_rows;
     for (int e = 0; e < E; ++e) {
-      prepack_append(fuse(random_mx4(rng, I, K, 120, 130), random_mx4(rng, I, K, 120, 130)), &w13q,
-                     &w13s);
-      prepack_append(random_mx4(rng, H, I, 120, 130), &w2q, &w2s);
+      prepack_append(fuse(random_mx4(rng, I, K, 120, 130), random_mx4(rng, I, K, 120, 130)),
+                     &host.w13q, &host.w13s);
+      prepack_append(random_mx4(rng, H, I, 120, 130), &host.w2q, &host.w2s);
     }
-    std::vector<uint16_t> x(static_cast<size_t>(T) * K);
-    for (auto& v : x) v = random_bf16(rng, 0.05f);
-    std::vector<int32_t> x_row(max_rows, 0);
+    host.x.resize(static_cast<size_t>(T) * K);
+    for (auto& v : host.x) v = random_bf16(rng, 0.05f);
+    host.x_row.assign(max_rows, 0);
     std::uniform_int_distribution<int> tok(0, T - 1);
-    for (int q = 0; q < pairs; ++q) x_row[q] = tok(rng);
-    std::vector<float> beta(E, 4.0f), lbeta(E, 25.0f), rw(max_rows);
+    for (int q = 0; q < pairs; ++q) host.x_row[q] = tok(rng);
+    host.off = off;
+    host.beta.assign(E, 4.0f);
+    host.linear_beta.assign(E, 25.0f);
+    host.row_weight.resize(max_rows);
     std::uniform_real_distribution<float> wdist(0.01f, 1.0f);
-    for (auto& v : rw) v = wdist(rng);
-
-    DevBuf<uint8_t> d_w13q(w13q.size()), d_w13s(w13s.size()), d_w2q(w2q.size()), d_w2s(w2s.size());
-    DevBuf<uint16_t> d_x(x.size()), d_h(static_cast<size_t>(max_rows) * I);
-    DevBuf<int32_t> d_row(x_row.size()), d_off(off.size()), d_ready(E);
-    DevBuf<float> d_beta(E), d_lbeta(E), d_rw(rw.size()), d_y(static_cast<size_t>(max_rows) * H);
-    CUDA_OK(d_w13q.upload(w13q));
-    CUDA_OK(d_w13s.upload(w13s));
-    CUDA_OK(d_w2q.upload(w2q));
-    CUDA_OK(d_w2s.upload(w2s));
-    CUDA_OK(d_x.upload(x));
-    CUDA_OK(d_row.upload(x_row));
-    CUDA_OK(d_off.upload(off));
-    CUDA_OK(d_beta.upload(beta));
-    CUDA_OK(d_lbeta.upload(lbeta));
-    CUDA_OK(d_rw.upload(rw));
-
-    Gemm1Params g1;
-    g1.w_packed = d_w13q.get();
-    g1.w_scales = d_w13s.get();
-    g1.I = I;
-    g1.K = K;
-    g1.x = reinterpret_cast<const __nv_bfloat16*>(d_x.get());
-    g1.x_stride = K;
-    g1.x_row = d_row.get();
-    g1.beta = d_beta.get();
-    g1.linear_beta = d_lbeta.get();
-    g1.h = reinterpret_cast<__nv_bfloat16*>(d_h.get());
-    g1.g.num_experts = E;
-    g1.g.expert_offsets = d_off.get();
-    g1.g.max_rows = max_rows;
-    g1.g.tile_n = 160;
-    Gemm2Params g2;
-    g2.w_packed = d_w2q.get();
-    g2.w_scales = d_w2s.get();
-    g2.H = H;
-    g2.I = I;
-    g2.h = g1.h;
-    g2.row_weight = d_rw.get();
-    g2.y = d_y.get();
-    g2.g = g1.g;
+    for (auto& v : host.row_weight) v = wdist(rng);
+    ChainProblem prob;
+    CUDA_OK(prob.init(host));
+    DevBuf<int32_t> d_ready(E);
+    Gemm1Params g1 = prob.gemm1(160);
+    Gemm2Params g2 = prob.gemm2(160);
 
     // One chain on stream s: poison h and y, [zero the counters], GEMM1, GEMM2.
     CountedGemm1 counted;
     auto chain = [&](cudaStream_t s, bool counters) {
-      cudaError_t e = cudaMemsetAsync(d_h.get(), 0xFF, d_h.size() * 2, s);
-      if (e == cudaSuccess) e = cudaMemsetAsync(d_y.get(), 0xFF, d_y.size() * 4, s);
+      cudaError_t e = cudaMemsetAsync(prob.h.get(), 0xFF, prob.h.size() * 2, s);
+      if (e == cudaSuccess) e = cudaMemsetAsync(prob.y.get(), 0xFF, prob.y.size() * 4, s);
       if (e == cudaSuccess && counters) e = cudaMemsetAsync(d_ready.get(), 0, E * 4, s);
       g1.h_ready = counters ? d_ready.get() : nullptr;
       if (e == cudaSuccess) e = launch_gemm1(g1, num_sms(), s, &counted);
@@ -400,7 +369,7 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
     CUDA_OK(chain(nullptr, false));
     EXPECT_EQ(counted.cap, 0) << "no counters given, none counted";
     CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(d_y.download(&y_ref));
+    CUDA_OK(prob.y.download(&y_ref));
     size_t written = 0;
     for (size_t i = 0; i < static_cast<size_t>(pairs) * H; ++i) written += std::isfinite(y_ref[i]);
     EXPECT_EQ(written, static_cast<size_t>(pairs) * H) << "the plain chain left rows unwritten";
@@ -417,7 +386,7 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
       EXPECT_EQ(counted.h_ready, d_ready.get());
     }
     CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(d_y.download(&y));
+    CUDA_OK(prob.y.download(&y));
     EXPECT_EQ(0, memcmp(y.data(), y_ref.data(), y.size() * 4)) << "I=" << I << " eager";
     std::vector<int32_t> ready;
     CUDA_OK(d_ready.download(&ready));
@@ -430,7 +399,7 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
     CUDA_OK(graph.capture([&](cudaStream_t s) { return chain(s, true); }));
     for (int rep = 0; rep < 3; ++rep) {
       CUDA_OK(graph.replay());
-      CUDA_OK(d_y.download(&y));
+      CUDA_OK(prob.y.download(&y));
       EXPECT_EQ(0, memcmp(y.data(), y_ref.data(), y.size() * 4)) << "I=" << I << " replay " << rep;
     }
 
@@ -438,7 +407,7 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
     CUDA_OK(chain(nullptr, true));
     EXPECT_EQ(counted.cap, 0) << "the one-warpgroup kernel does not count";
     CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(d_y.download(&y));
+    CUDA_OK(prob.y.download(&y));
     EXPECT_EQ(0, memcmp(y.data(), y_ref.data(), y.size() * 4)) << "I=" << I << " tile_n 128";
   }
 }
