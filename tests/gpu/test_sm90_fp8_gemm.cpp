@@ -37,6 +37,9 @@ namespace mxmoe::sm90 {
 namespace {
 
 // The SM90 test helpers shared with the BF16-MMA kernels' tests (sm90_gemm_check.h).
+using check::bench_chain_host;
+using check::ChainHost;
+using check::ChainProblem;
 using check::DevBuf;
 using check::fill_bytes;
 using check::fuse;
@@ -601,39 +604,23 @@ void bench(const char* layout, int E, int I, int topk, int T) {
   // prepacked weights are random bytes (a permutation of random bytes is random).
   {
     const size_t q13 = prepacked_packed_bytes(2 * I, H), s13 = prepacked_scale_bytes(2 * I, H);
-    const size_t q2 = prepacked_packed_bytes(H, I), s2 = prepacked_scale_bytes(H, I);
-    std::vector<uint8_t> sc(E * std::max(s13, s2));
+    std::vector<uint8_t> sc(E * s13);  // w2's scales: their first bytes (bench_chain_host)
     fill_bytes(&sc, 2, 118, 9);
-    DevBuf<uint8_t> d_q13(std::vector<uint8_t>(wbytes.begin(), wbytes.begin() + E * q13));
-    DevBuf<uint8_t> d_s13(std::vector<uint8_t>(sc.begin(), sc.begin() + E * s13));
-    DevBuf<uint8_t> d_q2(std::vector<uint8_t>(wbytes.begin(), wbytes.begin() + E * q2));
-    DevBuf<uint8_t> d_s2(std::vector<uint8_t>(sc.begin(), sc.begin() + E * s2));
+    ChainHost host = bench_chain_host(
+        E, I, H, T, off, std::vector<uint8_t>(wbytes.begin(), wbytes.begin() + E * q13),
+        std::move(sc));
     std::vector<uint8_t> xb(static_cast<size_t>(std::max(T, pairs)) * std::max(H, I) * 2);
     fill_bytes(&xb, 5, 0, 256);
     for (size_t i = 1; i < xb.size(); i += 2) xb[i] = static_cast<uint8_t>(0x3C + (xb[i] & 1));
-    DevBuf<uint8_t> d_xb(xb), d_hb(static_cast<size_t>(pairs) * I * 2);
-    Gemm1Params b1;
-    b1.w_packed = d_q13.get();
-    b1.w_scales = d_s13.get();
-    b1.I = I;
-    b1.K = H;
-    b1.x = reinterpret_cast<const __nv_bfloat16*>(d_xb.get());
-    b1.x_stride = H;
-    b1.x_row = d_row.get();
-    b1.beta = d_beta.get();
-    b1.linear_beta = d_lbeta.get();
+    host.x.resize(xb.size() / 2);
+    std::memcpy(host.x.data(), xb.data(), xb.size());
+    ChainProblem prob;
+    CUDA_OK(prob.init(host));
+    Gemm1Params b1 = prob.gemm1(0);
     b1.mxfp8_out = true;
-    b1.h = reinterpret_cast<__nv_bfloat16*>(d_hb.get());
-    b1.g = g;
-    Gemm2Params b2;
-    b2.w_packed = d_q2.get();
-    b2.w_scales = d_s2.get();
-    b2.H = H;
-    b2.I = I;
-    b2.h = reinterpret_cast<const __nv_bfloat16*>(d_xb.get());
-    b2.row_weight = d_rw.get();
-    b2.y = d_y.get();
-    b2.g = g;
+    Gemm2Params b2 = prob.gemm2(0);
+    // GEMM2 reads the activation bytes (pairs x I of them fit), not GEMM1's h, as before.
+    b2.h = reinterpret_cast<const __nv_bfloat16*>(prob.x.get());
     CUDA_OK(launch_gemm1(b1, sms, 0));
     CUDA_OK(launch_gemm2(b2, sms, 0));
     CUDA_OK(cudaDeviceSynchronize());
