@@ -406,7 +406,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     }
   }
   pdl::wait();  // offsets, rows and activations come from earlier kernels of the chain
-  if constexpr (!kGemm1) pdl::launch_dependents();  // decode_trigger_combine
+  if constexpr (!kGemm1) pdl::launch_dependents();  // the combine (header, Algorithm)
   build_tile_prefix<kBN, kThreads>(p, m_tiles, sPrefix, sWarp, sSpan);  // + __syncthreads
   if constexpr (S > 1) cluster_sync_all();  // peers' barriers exist before any remote arrive
   TileWalker walk;
