@@ -56,24 +56,6 @@ struct BulkSmem {
 static_assert(3 * (BulkSmem<4>::kDynamic + 1024) <= 228 * 1024, "split 4: 3 CTAs per SM");
 
 // ---- PTX wrappers (sm_90) beyond decode_gemm_kernel.cuh's ----
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
-  uint32_t ok;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(ok)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return ok != 0;
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  while (!mbar_try_wait(bar, parity)) {
-  }
-}
 // 1-D bulk copy global -> this CTA's shared memory, completing `bytes` on mbarrier `bar`.
 __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes,
                                         uint32_t bar) {
@@ -122,7 +104,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
       ptx::mbar_init(bar_full + 8 * s, 1);
       ptx::mbar_init(bar_empty + 8 * s, 4);
     }
-    ptx::mbar_init(bar_red_full, (S - 1) * kThreads);
+    ptx::mbar_init(bar_red_full, 1);  // rank 0's expect_tx + the partials' bytes
     ptx::mbar_init(bar_red_free, 1);
     ptx::mbar_init_fence();
   }
@@ -227,11 +209,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     };
     if (ti.nrows <= kBN / 2) stages(std::true_type()); else stages(std::false_type());
 
-    finish_tile<S, kGemm1, L>(p, ti, cols, d, smem, sbase, rank, n_red);
-  }
-  if constexpr (S > 1) {
-    // Rank 0 arrives on our red_free after its last read of our partial: stay alive until then.
-    if (rank != 0 && n_red > 0) mbar_wait_cluster(bar_red_free, (n_red - 1) & 1);
+    finish_tile<S, kGemm1, L>(p, ti, cols, d, smem, sbase, rank, tile + nclu >= total, n_red);
   }
 }
 

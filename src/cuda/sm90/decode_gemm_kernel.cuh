@@ -25,10 +25,12 @@
 //    the current tile's epilogue, so the loads stay in flight across tile boundaries.
 //  - Split-K: the S CTAs of a cluster (cluster rank = K slice, steps [r KT / S, (r+1) KT / S))
 //    walk the same tiles. Ranks 1..S-1 write their fp32 partials into rank 0's shared memory
-//    (st.shared::cluster) and arrive on rank 0's red_full mbarrier (release.cluster); rank 0 sums
+//    with st.async, each store completing its bytes on rank 0's red_full mbarrier (rank 0 arrives
+//    once with the expected (S - 1) x 4 KB and waits at CTA scope); rank 0 sums
 //    d = ((d_0 + d_1) + d_2) + ... in rank order (deterministic, bit-identical run to run), frees
-//    the buffers (remote arrive on each rank's red_free) and runs the epilogue. No global
-//    workspace and no counters: nothing to zero, graph replays need no reset.
+//    the slots (a relaxed remote arrive on each rank's red_free, except after the cluster's last
+//    tile, so no rank waits before it exits) and runs the epilogue. No global workspace and no
+//    counters: nothing to zero, graph replays need no reset.
 //  - Persistent grid: cluster c walks tiles c, c + clusters, ...
 //  - Epilogues: GEMM1 the tiled kernel's for BN = 16 (same situ_glu, same MX block = the tile's
 //    32 intermediates of a token, same staging and 16-byte stores); GEMM2 the same values
@@ -90,25 +92,48 @@ struct Smem {
 };
 
 // ---- PTX wrappers (sm_90) beyond ptx.cuh's ----
-// Arrive on the mbarrier at the same offset in CTA `rank` of the cluster, ordering this thread's
-// earlier (remote) shared-memory writes before it at cluster scope.
-__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar, uint32_t rank) {
+// The split-K reduction's signals (header, Split-K): no cluster-scope release or acquire. Those
+// cost each rank > 0 a wait for all its outstanding memory operations (the register kernel's
+// next-tile weight loads among them) before its arrive, and rank 0 an L1 invalidation per
+// polling iteration: ~20% of the T = 1 GEMMs' stall samples (bench/NOTES.md, twenty-first
+// session, call 4).
+// 16 bytes into the same offset of CTA `rank`'s shared memory, completing 16 transaction bytes
+// on the mbarrier at `bar`'s offset there; the waiter sees the bytes once the phase completes.
+__device__ __forceinline__ void st_async_v4(uint32_t local_addr, uint32_t bar, uint32_t rank,
+                                            float a, float b, float c, float d) {
+  asm volatile(
+      "{\n.reg .b32 ra, rb;\nmapa.shared::cluster.u32 ra, %0, %2;\n"
+      "mapa.shared::cluster.u32 rb, %1, %2;\n"
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [ra], {%3, %4, %5, %6}, "
+      "[rb];\n}\n" ::"r"(local_addr),
+      "r"(bar), "r"(rank), "f"(a), "f"(b), "f"(c), "f"(d)
+      : "memory");
+}
+// A relaxed arrive on the mbarrier at `bar`'s offset in CTA `rank` (red_free: "your partial's
+// slot may be written again"; no data travels with it).
+__device__ __forceinline__ void mbar_arrive_remote_relaxed(uint32_t bar, uint32_t rank) {
   asm volatile(
       "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
+      "mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
       "r"(rank)
       : "memory");
 }
-// Acquire at cluster scope: remote writes released by other CTAs' arrives become visible.
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  uint32_t ok = 0;
-  while (!ok) {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(ok)
-        : "r"(bar), "r"(parity)
-        : "memory");
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+  uint32_t ok;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(ok)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return ok != 0;
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  while (!mbar_try_wait(bar, parity)) {
   }
 }
 __device__ __forceinline__ uint64_t evict_first_policy() {
@@ -193,13 +218,6 @@ __device__ __forceinline__ SplitSlice split_slice(int KT) {
 __device__ __forceinline__ void cluster_sync_all() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
-__device__ __forceinline__ void st_cluster_v4(uint32_t local_addr, uint32_t rank, float4 v) {
-  asm volatile(
-      "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-      "st.shared::cluster.v4.f32 [ra], {%2, %3, %4, %5};\n}\n" ::"r"(local_addr),
-      "r"(rank), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
-      : "memory");
-}
 // Named barrier of the CTA's 128 threads (id 1: build_tile_prefix uses __syncthreads, id 0).
 // Immediate operands: ptx::named_barrier passes id and count in registers (different SASS).
 __device__ __forceinline__ void cta_sync() {
@@ -278,26 +296,28 @@ __device__ __forceinline__ Gemm2Cols gemm2_cols(const KernelArgs& p, const TileI
 
 // After a tile's mainloop, by the CTA's 128 threads: the split-K reduction
 // (S > 1: ranks > 0 hand their fp32 partial to rank 0 and return) and rank 0's epilogue.
-// n_red counts the split tiles done (the parity of the red barriers).
+// n_red counts the split tiles done (the parity of the red barriers); last: the cluster's last
+// tile (rank 0 then frees no slot: the other ranks have exited or will without waiting).
 template <int S, bool kGemm1, class L>
 __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo& ti,
                                             const Gemm2Cols& cols, float (&d)[8], uint8_t* smem,
-                                            uint32_t sbase, uint32_t rank, int& n_red) {
+                                            uint32_t sbase, uint32_t rank, bool last,
+                                            int& n_red) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
   const uint32_t bar_red_full = sbase + L::kRedBar, bar_red_free = bar_red_full + 8;
   if constexpr (S > 1) {
     const uint32_t part = sbase + L::kRed + tid * 32;  // this thread's slot in a partial
     if (rank != 0) {
-      if (n_red > 0) mbar_wait_cluster(bar_red_free, (n_red - 1) & 1);  // rank 0 read the last
+      if (n_red > 0) mbar_wait(bar_red_free, (n_red - 1) & 1);  // rank 0 read the last
       const uint32_t slot = part + (rank - 1) * kPartBytes;
-      st_cluster_v4(slot, 0, make_float4(d[0], d[1], d[2], d[3]));
-      st_cluster_v4(slot + 16, 0, make_float4(d[4], d[5], d[6], d[7]));
-      mbar_arrive_remote(bar_red_full, 0);
+      st_async_v4(slot, bar_red_full, 0, d[0], d[1], d[2], d[3]);
+      st_async_v4(slot + 16, bar_red_full, 0, d[4], d[5], d[6], d[7]);
       ++n_red;
       return;  // rank 0 stores the tile
     }
-    mbar_wait_cluster(bar_red_full, n_red & 1);
+    if (tid == 0) mbar_arrive_expect_tx(bar_red_full, (S - 1) * kPartBytes);
+    mbar_wait(bar_red_full, n_red & 1);
 #pragma unroll 1
     for (int r = 1; r < S; ++r) {  // fixed order: bit-identical from run to run
       const float4* src =
@@ -306,8 +326,10 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
       d[0] += x0.x; d[1] += x0.y; d[2] += x0.z; d[3] += x0.w;
       d[4] += x1.x; d[5] += x1.y; d[6] += x1.z; d[7] += x1.w;
     }
-    cta_sync();  // every thread has read every partial
-    if (tid < S - 1) mbar_arrive_remote(bar_red_free, tid + 1);
+    // Every thread has read every partial (bar.sync orders the reads before thread 0..S-2's
+    // signal); after the cluster's last tile no rank writes again, so no signal.
+    cta_sync();
+    if (!last && tid < S - 1) mbar_arrive_remote_relaxed(bar_red_free, tid + 1);
     ++n_red;
   }
 
@@ -400,7 +422,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
 
   if constexpr (S > 1) {
     if (tid == 0) {
-      ptx::mbar_init(bar_red_full, (S - 1) * kThreads);
+      ptx::mbar_init(bar_red_full, 1);  // rank 0's expect_tx + the partials' bytes
       ptx::mbar_init(bar_red_free, 1);
       ptx::mbar_init_fence();
     }
@@ -511,11 +533,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
                      lane);
       start_tile(ti);
     }
-    finish_tile<S, kGemm1, L>(p, cur, cols, d, smem, sbase, rank, n_red);
-  }
-  if constexpr (S > 1) {
-    // Rank 0 arrives on our red_free after its last read of our partial: stay alive until then.
-    if (rank != 0 && n_red > 0) mbar_wait_cluster(bar_red_free, (n_red - 1) & 1);
+    finish_tile<S, kGemm1, L>(p, cur, cols, d, smem, sbase, rank, tile + nclu >= total, n_red);
   }
 }
 
