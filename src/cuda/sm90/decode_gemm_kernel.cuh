@@ -122,6 +122,9 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t byt
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
                : "memory");
 }
+// Not ptx::mbar_wait (the same try_wait as one asm branch loop): both decode kernels waiting
+// through that one measured ~1 us slower end to end at EP16 T=1 (H200, same call, bench/NOTES.md
+// D round 19 review).
 __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
   uint32_t ok;
   asm volatile(
