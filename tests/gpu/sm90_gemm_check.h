@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -32,6 +33,7 @@
 #include "mxmoe/weight_layout.h"
 #include "gemm2_direct_check.h"
 #include "gpu_test_util.h"
+#include "sm90/decode_gemm.h"
 #include "sm90/grouped_gemm.h"
 #include "sm90/tile_heuristic.h"
 
@@ -241,6 +243,43 @@ inline std::vector<int> sample_rows(std::mt19937_64& rng, int begin, int count, 
   return r;
 }
 
+// The grouping known before the wait (sm90/decode_gemm.h, DecodeSpec), for the cases below: the
+// top-k ids their offsets are the grouping of (GroupedProblem::route_ids), rows[e] ids of local
+// expert e (global id kSpecStart + e) and `extra` ids that no local expert owns (-1, 0 and ids
+// just outside the local range or far beyond it), shuffled by a generator of its own, so that a
+// case's weights and activations are the same with and without it.
+constexpr int kSpecStart = 5;
+inline std::vector<int32_t> spec_ids_of(const std::vector<int>& rows, int extra, uint64_t seed) {
+  std::vector<int32_t> ids;
+  for (size_t e = 0; e < rows.size(); ++e) ids.insert(ids.end(), rows[e], kSpecStart + static_cast<int32_t>(e));
+  const int32_t others[] = {-1, kSpecStart - 1, kSpecStart + static_cast<int32_t>(rows.size()),
+                            INT32_MAX, 0};
+  for (int i = 0; i < extra; ++i) ids.push_back(others[i % 5]);
+  std::mt19937_64 rng(seed ^ 0x5bec1d5ull);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  return ids;
+}
+// A case's speculation: hands the ids to the problem and sets the process's mode (off again
+// when it goes out of scope, also on a failed assertion's early return). Mode 0: nothing.
+struct SpecCase {
+  DevBuf<int32_t> ids;
+  int mode;
+  SpecCase(int mode_, const std::vector<int>& rows, int extra, uint64_t seed, GroupedProblem* g)
+      : mode(mode_) {
+    if (mode == 0) return;
+    const std::vector<int32_t> v = spec_ids_of(rows, extra, seed);
+    EXPECT_EQ(ids.upload(v), cudaSuccess) << "spec ids";
+    g->route_ids = ids.get();
+    g->route_pairs = static_cast<int>(v.size());
+    g->route_expert_start = kSpecStart;
+  }
+  ~SpecCase() { decode_set_spec(0); }
+  // Run 0 without speculation, the others with it: the runs' bit identity is the check.
+  void before_run(int run) const {
+    if (mode != 0) decode_set_spec(run == 0 ? 0 : mode);
+  }
+};
+
 // ---------------------------------------------------------------------------------------------
 struct Gemm1Case {
   std::vector<int> rows;  // per expert
@@ -254,6 +293,7 @@ struct Gemm1Case {
   int sample = 0;         // checked pairs per expert (0 = all)
   int s_lo = 120, s_hi = 130;
   uint64_t seed = 1;
+  int spec = 0;            // DecodeSpec mode of runs 1.. (run 0 runs without; SpecCase)
 };
 
 inline void run_gemm1_case(const Gemm1Case& c) {
@@ -314,14 +354,17 @@ inline void run_gemm1_case(const Gemm1Case& c) {
   p.g.tile_n = c.tile_n;
   p.g.kernel = c.kernel;
   p.g.split_k = c.split_k;
+  const SpecCase spec(c.spec, c.rows, max_rows - pairs, c.seed, &p.g);
 
   const int runs = c.graph ? 4 : 2;
   std::vector<std::vector<uint16_t>> h(runs);
   CapturedLaunch graph;
+  spec.before_run(1);
   if (c.graph) CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm1(p, num_sms(), s); }));
   for (int run = 0; run < runs; ++run) {
     CUDA_OK(cudaMemset(d_h.get(), 0xFF, d_h.size() * 2));  // poison: BF16 NaN
     CUDA_OK(cudaDeviceSynchronize());
+    spec.before_run(run);
     CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm1(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(d_h.download(&h[run]));
@@ -334,10 +377,11 @@ inline void run_gemm1_case(const Gemm1Case& c) {
   }
 
   char name[200];
-  snprintf(name, sizeof(name), "gemm1 I=%d K=%d E=%d pairs=%d tile_n=%d %s%s kernel=%d split=%d%s",
-           I, K, E, pairs, c.tile_n != 0 ? c.tile_n : choose_tile_n(max_rows, E),
+  snprintf(name, sizeof(name),
+           "gemm1 I=%d K=%d E=%d pairs=%d tile_n=%d %s%s kernel=%d split=%d%s spec=%d", I, K, E,
+           pairs, c.tile_n != 0 ? c.tile_n : choose_tile_n(max_rows, E),
            c.mxfp8_out ? "mxfp8" : "bf16", c.per_expert_beta ? " per-expert-beta" : "", c.kernel,
-           c.split_k, c.graph ? " graph" : "");
+           c.split_k, c.graph ? " graph" : "", c.spec);
   Compare cmp{name};
   std::vector<float> wd(static_cast<size_t>(2) * I * K), xf(K);
   std::vector<double> gate(I), up(I), gsum(I), usum(I);
@@ -411,6 +455,7 @@ struct Gemm2Case {
   uint64_t seed = 2;
   bool direct = true;  // also run with an out_token table (check_gemm2_direct)
   int scale_offset = 0;  // bytes: the scales at d_ws + scale_offset (4: not 16-byte aligned)
+  int spec = 0;          // as Gemm1Case::spec
 };
 
 inline void run_gemm2_case(const Gemm2Case& c) {
@@ -463,14 +508,17 @@ inline void run_gemm2_case(const Gemm2Case& c) {
   p.g.tile_n = c.tile_n;
   p.g.kernel = c.kernel;
   p.g.split_k = c.split_k;
+  const SpecCase spec(c.spec, c.rows, max_rows - pairs, c.seed, &p.g);
 
   const int runs = c.graph ? 4 : 2;
   std::vector<std::vector<float>> y(runs);
   CapturedLaunch graph;
+  spec.before_run(1);
   if (c.graph) CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm2(p, num_sms(), s); }));
   for (int run = 0; run < runs; ++run) {
     CUDA_OK(cudaMemset(d_y.get(), 0xFF, d_y.size() * 4));  // poison: fp32 NaN
     CUDA_OK(cudaDeviceSynchronize());
+    spec.before_run(run);
     CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm2(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(d_y.download(&y[run]));
@@ -484,10 +532,11 @@ inline void run_gemm2_case(const Gemm2Case& c) {
     ASSERT_EQ(bits, 0xFFFFFFFFu) << "row past the last pair written: element " << i;
   }
 
-  char name[160];
-  snprintf(name, sizeof(name), "gemm2 H=%d I=%d E=%d pairs=%d tile_n=%d kernel=%d split=%d%s", H,
-           I, E, pairs, c.tile_n != 0 ? c.tile_n : choose_tile_n(max_rows, E), c.kernel, c.split_k,
-           c.graph ? " graph" : "");
+  char name[180];
+  snprintf(name, sizeof(name),
+           "gemm2 H=%d I=%d E=%d pairs=%d tile_n=%d kernel=%d split=%d%s spec=%d", H, I, E, pairs,
+           c.tile_n != 0 ? c.tile_n : choose_tile_n(max_rows, E), c.kernel, c.split_k,
+           c.graph ? " graph" : "", c.spec);
   Compare cmp{name};
   std::vector<float> wd(static_cast<size_t>(H) * I), hf(I);
   for (int e = 0; e < E; ++e) {

@@ -2,8 +2,9 @@
 // against the CPU computation of sm90_gemm_check.h (the same checks as the tiled kernel's tests):
 // awkward row counts (0, 1, odd, experts with no rows, more than one token tile), every split
 // count (1, 2, 4, 8 and the heuristic; splits larger than the K steps leave empty slices),
-// run-to-run bit identity, CUDA-graph replay, Kimi-K3 sizes; and the tiled kernel's 16-token
-// path, kept reachable with kGemmTiled. The split heuristic is checked on the host.
+// run-to-run bit identity, CUDA-graph replay, Kimi-K3 sizes, the tile list taken from the top-k
+// ids before the wait (DecodeSpec: bit-identical to the plain kernels); and the tiled kernel's
+// 16-token path, kept reachable with kGemmTiled. The split heuristic is checked on the host.
 //
 // Timings (DISABLED_, not a correctness test):
 //   test_sm90_decode_gemm --gtest_also_run_disabled_tests --gtest_filter='*DecodeBench*'
@@ -113,8 +114,12 @@ TEST(Sm90DecodeGemm, RejectsBadArguments) {
 }
 
 // Parameters: (split_k (0 = the heuristic's choice), mainloop: kDecodeBulkRing or
-// kDecodeRegStream).
-class Sm90DecodeSplitK : public ::testing::TestWithParam<std::tuple<int, int>> {
+// kDecodeRegStream, DecodeSpec mode). Under a mode (decode_gemm.h: the tile list from the top-k
+// ids, the first weights before pdl::wait()) a case's run 0 launches without it and its other
+// runs, graph replays included, with it: every run must equal run 0 bit for bit, besides the CPU
+// check (sm90_gemm_check.h, SpecCase: the ids hold the case's rows plus ids no local expert
+// owns, shuffled).
+class Sm90DecodeSplitK : public ::testing::TestWithParam<std::tuple<int, int, int>> {
  protected:
   void SetUp() override { decode_set_mainloop(std::get<1>(GetParam())); }
   void TearDown() override { decode_set_mainloop(0); }
@@ -127,6 +132,7 @@ class Sm90DecodeSplitK : public ::testing::TestWithParam<std::tuple<int, int>> {
     c.tile_n = 16;
     c.kernel = kGemmDecode;
     c.split_k = split();
+    c.spec = std::get<2>(GetParam());
     return c;
   }
 };
@@ -199,6 +205,7 @@ TEST_P(Sm90DecodeSplitK, GraphReplay) {
   c.split_k = split();
   c.graph = true;
   c.mxfp8_out = true;
+  c.spec = std::get<2>(GetParam());
   run_gemm1_case(c);
   Gemm2Case c2;
   c2.rows = {0, 1, 0, 2, 0, 1};
@@ -207,11 +214,19 @@ TEST_P(Sm90DecodeSplitK, GraphReplay) {
   c2.kernel = kGemmDecode;
   c2.split_k = split();
   c2.graph = true;
+  c2.spec = c.spec;
   run_gemm2_case(c2);
 }
 INSTANTIATE_TEST_SUITE_P(AllSplits, Sm90DecodeSplitK,
                          ::testing::Combine(::testing::Values(0, 1, 2, 4, 8),
-                                            ::testing::Values(kDecodeBulkRing, kDecodeRegStream)));
+                                            ::testing::Values(kDecodeBulkRing, kDecodeRegStream),
+                                            ::testing::Values(kDecodeSpecOff)));
+// Split 8 has no speculating kernel (it takes the plain one).
+INSTANTIATE_TEST_SUITE_P(Spec, Sm90DecodeSplitK,
+                         ::testing::Combine(::testing::Values(0, 1, 2, 4),
+                                            ::testing::Values(kDecodeBulkRing, kDecodeRegStream),
+                                            ::testing::Values(kDecodeSpecTiles,
+                                                              kDecodeSpecEarlyGemm2)));
 
 TEST(Sm90DecodeGemm, KimiSizes) {
   MXMOE_REQUIRE_SM90();
@@ -225,6 +240,7 @@ TEST(Sm90DecodeGemm, KimiSizes) {
     c.kernel = kGemmDecode;
     c.sample = 4;
     c.seed = 21 + mx;
+    c.spec = mx ? kDecodeSpecTiles : kDecodeSpecOff;  // runs 1.. with the ids, as run_moe's
     run_gemm1_case(c);
   }
   Gemm1Case c;  // TP8 x EP4 slice
@@ -244,6 +260,7 @@ TEST(Sm90DecodeGemm, KimiSizes) {
   c2.tile_n = 16;
   c2.kernel = kGemmDecode;
   c2.sample = 4;
+  c2.spec = kDecodeSpecTiles;
   run_gemm2_case(c2);
   Gemm2Case c3;
   c3.rows = {0, 1, 3, 17, 0, 1, 9, 1, 0, 4, 0, 2};

@@ -282,6 +282,14 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     // from that (a bound of T * k would pick 32-wide tiles at EP16 T=64 for ~1 row per expert).
     gp.rows_hint = static_cast<int>(
         std::max<int64_t>(1, (static_cast<int64_t>(T) * k * E + Et - 1) / Et));
+    // The caller's ids were written before this chain began, and the glue groups exactly them:
+    // the decode GEMMs may find their tiles from them before they wait (sm90/decode_gemm.h,
+    // DecodeSpec; MXMOE_DECODE_SPEC).
+    if (caller_routing) {
+      gp.route_ids = p.topk_ids;
+      gp.route_pairs = T * k;
+      gp.route_expert_start = w->expert_start;
+    }
 
     sm90::Gemm1Params g1;
     g1.w_packed = w->w13_packed;

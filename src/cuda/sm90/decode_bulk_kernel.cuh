@@ -74,9 +74,20 @@ __device__ __forceinline__ void bulk_g2s_hint(uint32_t dst, const void* src, uin
       : "memory");
 }
 
-template <int S, bool kGemm1>
+// Adds `bytes` to the transactions the barrier's current phase waits for, without arriving: the
+// weights a CTA copies before pdl::wait() (kSpec), whose stage completes only after the
+// producer's arrive for the activation rows, issued after the wait.
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar),
+               "r"(bytes)
+               : "memory");
+}
+
+// kSpec (decode_gemm.h, DecodeSpec): the tile list from spec.ids and the first tile's first
+// kStages stages of weights requested before pdl::wait().
+template <int S, bool kGemm1, bool kSpec>
 __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
-    decode_bulk_kernel(const KernelArgs p) {
+    decode_bulk_kernel(const KernelArgs p, const DecodeSpec spec) {
   constexpr int KS = kBulkStageSteps;
   using L = BulkSmem<S>;
   using R = BulkRing;
@@ -108,15 +119,57 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     ptx::mbar_init(bar_red_free, 1);
     ptx::mbar_init_fence();
   }
-  // Everything below reads what earlier kernels of the chain wrote (offsets, rows, activations).
-  pdl::wait();
-  if constexpr (!kGemm1) pdl::launch_dependents();  // as decode_gemm_kernel.cuh's GEMM2
-  // (its __syncthreads also publishes the mbarriers)
-  build_tile_prefix<kBN, kBulkThreads>(p, m_tiles, sPrefix, sWarp, sSpan);
-  if constexpr (S > 1) cluster_sync_all();   // peers' barriers exist before any remote arrive
-  const int total = sPrefix[p.num_experts];
   const int64_t mk = static_cast<int64_t>(p.M) * p.K;
   TileWalker walk;  // per warp
+  // A tile's weights and scales (the prepacked order: its K steps back to back).
+  auto weight_src = [&](const TileInfo& ti) {
+    return p.w_packed + ti.e * (mk / 2) + static_cast<int64_t>(ti.mt) * KT * kWBytes;
+  };
+  auto scale_src = [&](const TileInfo& ti) {
+    return p.w_scales + ti.e * (mk / 32) + static_cast<int64_t>(ti.mt) * KT * kSBytes;
+  };
+  int pre = 0;  // stages of the first tile whose weights were requested before the wait
+  if constexpr (kSpec) {
+    // Nothing here reads what the chain writes: the ids were complete before it began, the
+    // weights never change (decode_gemm.h, DecodeSpec). (The prefix's barriers publish the
+    // mbarriers.)
+    build_tile_prefix_from_ids<kBN, kBulkThreads>(p, spec.ids, spec.pairs, spec.expert_start,
+                                                   m_tiles, sPrefix, sWarp, sSpan);
+    if constexpr (S > 1) cluster_sync_all();  // peers' barriers exist before any remote arrive
+    if (warp == 4 && cid < sPrefix[p.num_experts]) {
+      const TileInfo ti =
+          walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, cid, lane);
+      const uint8_t* wq = weight_src(ti);
+      const uint8_t* ws = scale_src(ti);
+      const uint64_t policy = evict_first_policy();
+      pre = min(kStages, (nk + KS - 1) / KS);
+      for (int j = 0; j < pre; ++j) {
+        const int kb = k_begin + j * KS;
+        const uint32_t n = min(KS, k_end - kb);
+        if (lane == 0) mbar_expect_tx(bar_full + 8 * j, n * (kWBytes + kSBytes));
+        __syncwarp();
+        const uint32_t stage = sbase + L::kRing + j * kStageBytes;
+        if (lane == 30) {
+          bulk_g2s_hint(stage, wq + static_cast<int64_t>(kb) * kWBytes, n * kWBytes,
+                        bar_full + 8 * j, policy);
+        } else if (lane == 31) {
+          bulk_g2s_hint(stage + KS * kWBytes, ws + static_cast<int64_t>(kb) * kSBytes,
+                        n * kSBytes, bar_full + 8 * j, policy);
+        }
+      }
+    }
+    pdl::wait();  // offsets, rows, activations: written by earlier kernels of the chain
+    if (!kGemm1 || spec.trigger) pdl::launch_dependents();
+  } else {
+    // Everything below reads what earlier kernels of the chain wrote (offsets, rows,
+    // activations).
+    pdl::wait();
+    if constexpr (!kGemm1) pdl::launch_dependents();  // as decode_gemm_kernel.cuh's GEMM2
+    // (its __syncthreads also publishes the mbarriers)
+    build_tile_prefix<kBN, kBulkThreads>(p, m_tiles, sPrefix, sWarp, sSpan);
+    if constexpr (S > 1) cluster_sync_all();   // peers' barriers exist before any remote arrive
+  }
+  const int total = sPrefix[p.num_experts];
 
   if (warp == 4) {
     // ================= producer warp =================
@@ -125,10 +178,8 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     for (int tile = cid; tile < total; tile += nclu) {
       const TileInfo ti =
           walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile, lane);
-      const uint8_t* wq = p.w_packed + ti.e * (mk / 2) +
-                          static_cast<int64_t>(ti.mt) * KT * kWBytes;
-      const uint8_t* ws = p.w_scales + ti.e * (mk / 32) +
-                          static_cast<int64_t>(ti.mt) * KT * kSBytes;
+      const uint8_t* wq = weight_src(ti);
+      const uint8_t* ws = scale_src(ti);
       const __nv_bfloat16* arow = p.act;
       if (lane < ti.nrows) {
         const int64_t row = p.act_row ? p.act_row[ti.p0 + lane] : ti.p0 + lane;
@@ -139,17 +190,20 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
         const int s = it % kStages;
         if (it >= kStages) mbar_wait(bar_empty + 8 * s, ((it / kStages) - 1) & 1);
         const uint32_t stage = sbase + L::kRing + s * kStageBytes;
+        // The first tile's first `pre` stages have their weights in flight already (kSpec).
+        const bool weights = !kSpec || static_cast<int>(it) >= pre;
         if (lane == 0) {
-          mbar_arrive_expect_tx(bar_full + 8 * s, n * (kWBytes + kSBytes + 128u * ti.nrows));
+          mbar_arrive_expect_tx(bar_full + 8 * s,
+                                n * ((weights ? kWBytes + kSBytes : 0u) + 128u * ti.nrows));
         }
         __syncwarp();
         if (lane < ti.nrows) {
           bulk_g2s(stage + R::kA + lane * kActPitch, arow + kb * kStepK, 128 * n,
                    bar_full + 8 * s);
-        } else if (lane == 30) {
+        } else if (weights && lane == 30) {
           bulk_g2s_hint(stage, wq + static_cast<int64_t>(kb) * kWBytes, n * kWBytes,
                         bar_full + 8 * s, policy);
-        } else if (lane == 31) {
+        } else if (weights && lane == 31) {
           bulk_g2s_hint(stage + KS * kWBytes, ws + static_cast<int64_t>(kb) * kSBytes,
                         n * kSBytes, bar_full + 8 * s, policy);
         }

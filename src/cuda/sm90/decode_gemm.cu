@@ -31,13 +31,24 @@ int mainloop_from_env() {
 }
 std::atomic<int> g_mainloop{mainloop_from_env()};
 
+// The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC=0|1|2.
+int valid_spec(int m) { return m == kDecodeSpecTiles || m == kDecodeSpecEarlyGemm2 ? m : 0; }
+int spec_from_env() {
+  const char* env = std::getenv("MXMOE_DECODE_SPEC");
+  return valid_spec(env != nullptr ? std::atoi(env) : kDecodeSpecOff);
+}
+std::atomic<int> g_spec{spec_from_env()};
+
 // kBulk: the bulk-copy ring (decode_bulk_kernel.cuh), else the register-streamed mainloop.
-template <int S, bool kGemm1, bool kBulk>
+// kSpec: the instantiation that reads the ids before the wait; split 8 (only when forced) has
+// none and takes the plain kernel.
+template <int S, bool kGemm1, bool kBulk, bool kSpec>
 auto* kernel_of() {
+  constexpr bool spec = kSpec && S <= 4;
   if constexpr (kBulk) {
-    return decode::decode_bulk_kernel<S, kGemm1>;
+    return decode::decode_bulk_kernel<S, kGemm1, spec>;
   } else {
-    return decode::decode_gemm_kernel<S, kGemm1>;
+    return decode::decode_gemm_kernel<S, kGemm1, spec>;
   }
 }
 template <int S, bool kBulk>
@@ -57,23 +68,24 @@ struct Occupancy {
 
 // How many clusters of S CTAs the device runs at once (a cluster's CTAs share a GPC, so fewer
 // than per_sm x SMs / S); 0 when the query is not available.
-template <bool kGemm1, bool kBulk, int S>
+template <bool kGemm1, bool kBulk, bool kSpec, int S>
 int max_active_clusters() {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(S * 64);
   cfg.blockDim = dim3(threads_of<kBulk>());
   cfg.dynamicSmemBytes = smem_of<S, kBulk>();
   int n = 0;
-  if (cudaOccupancyMaxActiveClusters(&n, kernel_of<S, kGemm1, kBulk>(), &cfg) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveClusters(&n, kernel_of<S, kGemm1, kBulk, kSpec>(), &cfg) !=
+      cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
   return n;
 }
 
-template <bool kGemm1, bool kBulk, int S>
+template <bool kGemm1, bool kBulk, bool kSpec, int S>
 cudaError_t setup_one(int* per_sm) {
-  auto* k = kernel_of<S, kGemm1, kBulk>();
+  auto* k = kernel_of<S, kGemm1, kBulk, kSpec>();
   const int smem = static_cast<int>(smem_of<S, kBulk>());
   constexpr int kThreadsPerCta = threads_of<kBulk>();
   cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -106,41 +118,41 @@ cudaError_t setup_one(int* per_sm) {
   return *per_sm >= 1 ? cudaSuccess : cudaErrorInvalidConfiguration;
 }
 
-template <bool kGemm1, bool kBulk>
+template <bool kGemm1, bool kBulk, bool kSpec>
 const Occupancy& occupancy() {
   static Occupancy occ;
   static std::once_flag once;
   std::call_once(once, [] {
-    cudaError_t e = setup_one<kGemm1, kBulk, 1>(&occ.per_sm[0]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, 2>(&occ.per_sm[1]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, 4>(&occ.per_sm[2]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, 8>(&occ.per_sm[3]);
+    cudaError_t e = setup_one<kGemm1, kBulk, kSpec, 1>(&occ.per_sm[0]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, kSpec, 2>(&occ.per_sm[1]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, kSpec, 4>(&occ.per_sm[2]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, kSpec, 8>(&occ.per_sm[3]);
     if (e == cudaSuccess) {
-      occ.clusters[1] = max_active_clusters<kGemm1, kBulk, 2>();
-      occ.clusters[2] = max_active_clusters<kGemm1, kBulk, 4>();
-      occ.clusters[3] = max_active_clusters<kGemm1, kBulk, 8>();
+      occ.clusters[1] = max_active_clusters<kGemm1, kBulk, kSpec, 2>();
+      occ.clusters[2] = max_active_clusters<kGemm1, kBulk, kSpec, 4>();
+      occ.clusters[3] = max_active_clusters<kGemm1, kBulk, kSpec, 8>();
     }
     occ.err = e;
   });
   return occ;
 }
 
-template <int S, bool kGemm1, bool kBulk>
-cudaError_t launch_split(const KernelArgs& a, int64_t tile_bound, int slots, int max_clusters,
-                         cudaStream_t stream) {
+template <int S, bool kGemm1, bool kBulk, bool kSpec>
+cudaError_t launch_split(const KernelArgs& a, const DecodeSpec& spec, int64_t tile_bound,
+                         int slots, int max_clusters, cudaStream_t stream) {
   // Persistent clusters: as many as run at once (one wave), but no more than the expected tiles
   // (the CTAs loop over tiles, so a grid smaller than the real tile count is still correct).
   const int64_t fit = S == 1 ? slots : max_clusters > 0 ? max_clusters : slots * 3 / (4 * S);
   const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(fit, tile_bound));
   const dim3 grid(static_cast<unsigned>(clusters * S));
-  return pdl::launch_pdl(kernel_of<S, kGemm1, kBulk>(), grid, dim3(threads_of<kBulk>()),
-                         smem_of<S, kBulk>(), stream, a);
+  return pdl::launch_pdl(kernel_of<S, kGemm1, kBulk, kSpec>(), grid, dim3(threads_of<kBulk>()),
+                         smem_of<S, kBulk>(), stream, a, spec);
 }
 
-template <bool kGemm1, bool kBulk>
-cudaError_t launch_decode(const KernelArgs& a, int split_k, int rows, int num_sms,
-                          cudaStream_t stream) {
-  const Occupancy& occ = occupancy<kGemm1, kBulk>();
+template <bool kGemm1, bool kBulk, bool kSpec>
+cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split_k, int rows,
+                          int num_sms, cudaStream_t stream) {
+  const Occupancy& occ = occupancy<kGemm1, kBulk, kSpec>();
   if (occ.err != cudaSuccess) return occ.err;
   int slots[4];
   for (int i = 0; i < 4; ++i) slots[i] = num_sms * occ.per_sm[i];
@@ -154,14 +166,44 @@ cudaError_t launch_decode(const KernelArgs& a, int split_k, int rows, int num_sm
   const int64_t tile_bound = static_cast<int64_t>(m_tiles) *
                              (std::min(a.num_experts, hint) + hint / decode::kBN);
   switch (S) {
-    case 1: return launch_split<1, kGemm1, kBulk>(a, tile_bound, slots[0], 0, stream);
+    case 1:
+      return launch_split<1, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[0], 0, stream);
     case 2:
-      return launch_split<2, kGemm1, kBulk>(a, tile_bound, slots[1], occ.clusters[1], stream);
+      return launch_split<2, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[1],
+                                                   occ.clusters[1], stream);
     case 4:
-      return launch_split<4, kGemm1, kBulk>(a, tile_bound, slots[2], occ.clusters[2], stream);
+      return launch_split<4, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[2],
+                                                   occ.clusters[2], stream);
     default:
-      return launch_split<8, kGemm1, kBulk>(a, tile_bound, slots[3], occ.clusters[3], stream);
+      return launch_split<8, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[3],
+                                                   occ.clusters[3], stream);
   }
+}
+
+// The DecodeSpec of a launch: the ids when the mode asks for them and the problem has them
+// (decode_gemm.h); trigger for GEMM1 on the bulk ring under kDecodeSpecEarlyGemm2.
+template <bool kGemm1>
+DecodeSpec spec_of(const GroupedProblem& g, bool bulk) {
+  DecodeSpec s;
+  const int mode = g_spec.load(std::memory_order_relaxed);
+  if (mode == kDecodeSpecOff || g.route_ids == nullptr || g.route_pairs <= 0 ||
+      g.route_pairs > g.max_rows) {
+    return s;
+  }
+  s.ids = g.route_ids;
+  s.pairs = g.route_pairs;
+  s.expert_start = g.route_expert_start;
+  s.trigger = kGemm1 && bulk && mode == kDecodeSpecEarlyGemm2 ? 1 : 0;
+  return s;
+}
+
+template <bool kGemm1, bool kBulk>
+cudaError_t launch_decode_for(const GroupedProblem& g, const KernelArgs& a, int rows,
+                              int num_sms, cudaStream_t stream) {
+  const DecodeSpec spec = spec_of<kGemm1>(g, kBulk);
+  return spec.ids != nullptr
+             ? launch_decode<kGemm1, kBulk, true>(a, spec, g.split_k, rows, num_sms, stream)
+             : launch_decode<kGemm1, kBulk, false>(a, spec, g.split_k, rows, num_sms, stream);
 }
 
 }  // namespace
@@ -169,6 +211,8 @@ cudaError_t launch_decode(const KernelArgs& a, int split_k, int rows, int num_sm
 void decode_set_mainloop(int m) {
   g_mainloop.store(valid_mainloop(m), std::memory_order_relaxed);
 }
+
+void decode_set_spec(int mode) { g_spec.store(valid_spec(mode), std::memory_order_relaxed); }
 
 int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]) {
   const int64_t tiles =
@@ -218,8 +262,8 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
                                       static_cast<int64_t>(rows) * kDecodeBulkExpertsPerRow <=
                                           a.num_experts ||
                                       a.K / kStepK <= kDecodeBulkMaxSteps;
-  *err = bulk ? launch_decode<kGemm1, true>(a, g.split_k, rows, num_sms, stream)
-              : launch_decode<kGemm1, false>(a, g.split_k, rows, num_sms, stream);
+  *err = bulk ? launch_decode_for<kGemm1, true>(g, a, rows, num_sms, stream)
+              : launch_decode_for<kGemm1, false>(g, a, rows, num_sms, stream);
   return true;
 }
 

@@ -44,6 +44,34 @@ constexpr int kDecodeBulkMaxSteps = 8;
 // starts from MXMOE_DECODE_MAINLOOP (1 or 2) when set, for end-to-end A/B timings.
 void decode_set_mainloop(int m);
 
+// The grouping known before the wait. At T = 1 the chain's kernels run one after another, each
+// far below the DRAM rate (bench/NOTES.md, twenty-first session: prologue 7.7, GEMM1 13, GEMM2
+// 10 us under ncu), and a GEMM's CTAs, launched early under PDL, sit in pdl::wait() until the
+// prologue is done although their weights depend on nothing it writes, only on which expert
+// each tile is. With the caller's ids (GroupedProblem::route_ids) a CTA builds its tile list
+// from the ids (tile_prefix.cuh, build_tile_prefix_from_ids) and issues its first tile's weight
+// loads (the ring's first stages, or the register mainloop's first kDepth steps) before the
+// wait; only the activation rows wait. Same tiles, same sums: bit-identical outputs.
+// Why reading the ids before the wait is safe: every kernel of run_moe's chain waits before it
+// triggers its dependents (smxx/pdl.cuh), so a kernel of the chain starts only after everything
+// before the chain has completed; the ids are written before it (GroupedProblem::route_ids).
+struct DecodeSpec {
+  const int32_t* ids = nullptr;  // null: the tile list from the offsets, after the wait
+  int pairs = 0;
+  int expert_start = 0;
+  int trigger = 0;  // GEMM1: trigger the dependent (GEMM2) right after its own wait
+};
+// MXMOE_DECODE_SPEC (read once per process; decode_set_spec for tests): 0 off (the default until
+// the H200 has timed it); 1 both decode GEMMs take their tile list from route_ids before the
+// wait; 2 as 1, and GEMM1 on the bulk ring also triggers GEMM2 right after its own wait, so
+// GEMM2's CTAs start their weight loads on the SMs that GEMM1's split-K ranks > 0 leave while
+// its rank-0 CTAs reduce and store (the register mainloop's GEMM1 keeps its late trigger:
+// bench/NOTES.md D round 8). Kernels of split 8 (only when forced) never speculate.
+constexpr int kDecodeSpecOff = 0;
+constexpr int kDecodeSpecTiles = 1;
+constexpr int kDecodeSpecEarlyGemm2 = 2;
+void decode_set_spec(int mode);
+
 // The K split (1, 2 or 4 CTAs of a cluster per tile; 8 only when forced) for m_tiles 64-row
 // weight tiles, KT 64-wide K steps, at most max_rows pair rows over num_experts experts, when
 // slots[i] CTAs of split 2^i fit on the device at once: 1 when the tiles fill the slots, else

@@ -32,6 +32,9 @@
 //    tile, so no rank waits before it exits) and runs the epilogue. No global workspace and no
 //    counters: nothing to zero, graph replays need no reset.
 //  - Persistent grid: cluster c walks tiles c, c + clusters, ...
+//  - kSpec (decode_gemm.h, DecodeSpec; both mainloops): the tile list comes from the caller's
+//    top-k ids, so the first tile's weights are requested before pdl::wait() and only its token
+//    rows wait for the previous kernel. Same tiles in the same order: the same bits.
 //  - Epilogues: GEMM1 the tiled kernel's for BN = 16 (same situ_glu, same MX block = the tile's
 //    32 intermediates of a token, same staging and 16-byte stores); GEMM2 the same values
 //    (gemm2_store.cuh) stored from the accumulators. So the numerics are identical.
@@ -51,6 +54,7 @@
 #include <type_traits>
 
 #include "mxmoe/formats.h"
+#include "sm90/decode_gemm.h"          // DecodeSpec
 #include "sm90/grouped_gemm_kernel.cuh"  // KernelArgs, expand_fragment, tile_prefix.cuh
 #include "sm90/mxfp4_fragment.h"
 #include "smxx/pdl.cuh"
@@ -402,9 +406,11 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
 }
 
 
-template <int S, bool kGemm1>
+// kSpec (decode_gemm.h, DecodeSpec): the tile list from spec.ids and the first tile's first
+// kDepth steps of weights loaded before pdl::wait(); its token rows after it.
+template <int S, bool kGemm1, bool kSpec>
 __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
-    decode_gemm_kernel(const KernelArgs p) {
+    decode_gemm_kernel(const KernelArgs p, const DecodeSpec spec) {
   using L = Smem<S>;
   constexpr int D = kDepth;
   constexpr int kPieces = D * 8;  // 16-byte pieces per token row per chunk
@@ -430,9 +436,14 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
       ptx::mbar_init_fence();
     }
   }
-  pdl::wait();  // offsets, rows and activations come from earlier kernels of the chain
-  if constexpr (!kGemm1) pdl::launch_dependents();  // the combine (header, Algorithm)
-  build_tile_prefix<kBN, kThreads>(p, m_tiles, sPrefix, sWarp, sSpan);  // + __syncthreads
+  if constexpr (kSpec) {  // the wait comes after the first tile's weight loads, below
+    build_tile_prefix_from_ids<kBN, kThreads>(p, spec.ids, spec.pairs, spec.expert_start,
+                                              m_tiles, sPrefix, sWarp, sSpan);
+  } else {
+    pdl::wait();  // offsets, rows and activations come from earlier kernels of the chain
+    if constexpr (!kGemm1) pdl::launch_dependents();  // the combine (header, Algorithm)
+    build_tile_prefix<kBN, kThreads>(p, m_tiles, sPrefix, sWarp, sSpan);  // + __syncthreads
+  }
   if constexpr (S > 1) cluster_sync_all();  // peers' barriers exist before any remote arrive
   TileWalker walk;
   const int total = sPrefix[p.num_experts];
@@ -461,8 +472,8 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
   };
   uint4 qa[D];  // step s's fragment lives in qa[s % D]
   uint32_t sa[D];
-  // The first D steps of tile ti's weights and its first two chunks (two cp.async groups).
-  auto start_tile = [&](const TileInfo& ti) {
+  // The first D steps of tile ti's weights, then its first two chunks (two cp.async groups).
+  auto start_weights = [&](const TileInfo& ti) {
     const uint8_t* wq = frag_ptr(ti);
     const uint8_t* ws = scale_ptr(ti);
 #pragma unroll
@@ -472,10 +483,16 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
         sa[j] = ld_weights_u32(ws + j * kSBytes, policy);
       }
     }
+  };
+  auto start_chunks = [&](const TileInfo& ti) {
     if (nchunks > 0) load_chunk(ti, 0, 0);
     ptx::cp_async_commit();
     if (nchunks > 1) load_chunk(ti, 1, 1);
     ptx::cp_async_commit();
+  };
+  auto start_tile = [&](const TileInfo& ti) {
+    start_weights(ti);
+    start_chunks(ti);
   };
 
   // ldmatrix.x4 row addresses of the wide and narrow steps (step_lm_offset).
@@ -486,7 +503,12 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
   TileInfo ti{};
   if (tile < total) {
     ti = walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile, lane);
-    start_tile(ti);
+    if constexpr (kSpec) start_weights(ti); else start_tile(ti);
+  }
+  if constexpr (kSpec) {
+    pdl::wait();  // the token rows (and offsets, rows, h) come from earlier kernels
+    if (!kGemm1 || spec.trigger) pdl::launch_dependents();
+    if (tile < total) start_chunks(ti);
   }
   for (; tile < total; tile += nclu) {
     const uint8_t* wq = frag_ptr(ti);

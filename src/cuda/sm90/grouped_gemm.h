@@ -46,6 +46,16 @@ struct GroupedProblem {
   // used only to choose the kernel, the tile width and the split, never to size or bound
   // anything, so a wrong guess costs speed, not correctness. 0 = max_rows.
   int rows_hint = 0;
+  // Optional: the top-k ids [route_pairs] that expert_offsets were grouped from by the glue's
+  // stable grouping (local expert e = id - route_expert_start when in [0, num_experts); other
+  // ids, -1 included, own no row), when every id was written before the launch's kernel chain
+  // began (the caller's topk_ids; never ids that a kernel of the chain writes). The decode
+  // kernels may then find their tiles and start their first weight loads before they wait for
+  // the previous kernel (decode_gemm.h, DecodeSpec). Ignored unless route_pairs <= max_rows.
+  // Ids that disagree with expert_offsets give wrong results, as wrong offsets would.
+  const int32_t* route_ids = nullptr;
+  int route_pairs = 0;
+  int route_expert_start = 0;
 };
 // The row count the heuristics see: the hint, capped by the bound.
 inline int choice_rows(const GroupedProblem& g) {

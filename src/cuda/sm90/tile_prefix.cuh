@@ -6,6 +6,7 @@
 // [num_experts + 1]), `num_experts` and `max_rows`.
 #pragma once
 
+#include "smxx/group_pairs.cuh"  // local_expert: the grouping's own test of an id
 #include "smxx/warp_scan.cuh"
 
 namespace mxmoe::sm90 {
@@ -54,6 +55,65 @@ __device__ __forceinline__ void build_tile_prefix(const Params& p, int m_tiles, 
     run += (r + BN - 1) / BN * m_tiles;
   }
   if (tid == NT - 1) sPrefix[E] = before + v;
+  __syncthreads();
+}
+
+// The same sPrefix and sSpan as build_tile_prefix, found from the routing instead of the
+// offsets: ids [pairs] are the top-k ids that p.offsets were (or will be) grouped from, by the
+// glue's stable grouping, in which local expert e = smxx::local_expert(id, expert_start, E) owns
+// the rows [count of the pairs below e, + its count). A kernel can then find its tiles before
+// pdl::wait() when the ids were complete before its chain began (decode_gemm.h, DecodeSpec);
+// they are read through L2 (ld.global.cg), never from a possibly stale L1 line.
+// Needs pairs <= p.max_rows (so expert_rows' clamp is the identity, as it is on those offsets)
+// and sSpan, which holds the counts until the second scan. Called by all NT threads; ends with
+// __syncthreads.
+template <int BN, int NT, class Params>
+__device__ __forceinline__ void build_tile_prefix_from_ids(const Params& p, const int32_t* ids,
+                                                           int pairs, int expert_start,
+                                                           int m_tiles, int* sPrefix, int* sWarp,
+                                                           uint32_t* sSpan) {
+  static_assert(NT % 32 == 0, "whole warps");
+  const int tid = threadIdx.x, E = p.num_experts, lane = tid & 31, warp = tid >> 5;
+  for (int e = tid; e < E; e += NT) sSpan[e] = 0;
+  __syncthreads();
+  for (int i = tid; i < pairs; i += NT) {
+    const int le = smxx::local_expert(__ldcg(ids + i), expert_start, E);
+    if (le >= 0) atomicAdd(&sSpan[le], 1u);  // integer counts: the order does not matter
+  }
+  __syncthreads();
+  const int chunk = (E + NT - 1) / NT;
+  const int e0 = min(E, tid * chunk), e1 = min(E, e0 + chunk);
+  int tiles = 0, rows = 0;
+  for (int e = e0; e < e1; ++e) {
+    const int r = static_cast<int>(sSpan[e]);
+    tiles += (r + BN - 1) / BN * m_tiles;
+    rows += r;
+  }
+  // Exclusive prefix of this thread's chunk over the NT threads (sWarp [NT / 32], reused by the
+  // two scans: the caller's barrier layout has no room for two).
+  auto chunk_prefix = [&](int local, int* total) {
+    const int v = smxx::warp_inclusive_sum(local, lane);
+    if (lane == 31) sWarp[warp] = v;
+    __syncthreads();
+    int before = 0;
+    for (int w = 0; w < warp; ++w) before += sWarp[w];
+    *total = before + v;
+    return before + v - local;
+  };
+  int total = 0;
+  int run = chunk_prefix(tiles, &total);
+  for (int e = e0; e < e1; ++e) {
+    sPrefix[e] = run;
+    run += (static_cast<int>(sSpan[e]) + BN - 1) / BN * m_tiles;
+  }
+  if (tid == NT - 1) sPrefix[E] = total;
+  __syncthreads();  // every sWarp read of the first scan before the second writes it
+  run = chunk_prefix(rows, &total);
+  for (int e = e0; e < e1; ++e) {  // begin | rows << 16 (pairs <= max_rows <= 65535)
+    const uint32_t r = sSpan[e];
+    sSpan[e] = static_cast<uint32_t>(run) | r << 16;
+    run += static_cast<int>(r);
+  }
   __syncthreads();
 }
 

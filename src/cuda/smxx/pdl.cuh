@@ -18,6 +18,10 @@
 // ws_wait_rows): GEMM1 triggers right after its own wait, so everything before GEMM1 is complete
 // when GEMM2 launches, and GEMM2 skips wait() and instead waits per expert on counters GEMM1
 // releases after its stores of h, the only thing GEMM2 reads from GEMM1.
+// What a kernel may read before wait(): anything written before the chain began. Every kernel of
+// the chain waits before it triggers, so a kernel starts only once everything before the chain
+// has completed; the decode GEMMs read the caller's top-k ids there (sm90/decode_gemm.h,
+// DecodeSpec), and the weights never change.
 // On a kernel launched without the attribute, wait() returns at once, so kernels stay correct
 // under plain <<<>>> launches (tests).
 #pragma once
