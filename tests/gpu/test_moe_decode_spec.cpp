@@ -1,10 +1,12 @@
 // tests/gpu/test_moe_decode_spec.cpp: run_moe with the grouping known before the wait
 // (src/cuda/sm90/decode_gemm.h, DecodeSpec; MXMOE_DECODE_SPEC). At decode sizes with the caller's
-// ids, modes 1 (the decode GEMMs' tile lists from the ids, first weights before pdl::wait) and 2
-// (also GEMM1 on the bulk ring triggering GEMM2 early) must give the bits of mode 0, for both
-// backends and both mainloops, eagerly and in a captured graph replayed with new ids (the kernels
-// read the ids before they wait: a stale or early read would show as a difference); mode 0 is
-// also held to the CPU reference, so the comparison is not between two wrong answers.
+// ids, modes 1 (the decode GEMMs' tile lists from the ids, first weights before pdl::wait), 2
+// (also GEMM1 on the bulk ring triggering GEMM2 early) and 3 (also GEMM1 on the bulk ring on its
+// own inputs, beside the glue: W4A16 on BF16 rows) must give the bits of mode 0, for both
+// backends and both mainloops, with scalar and per-expert SiTU parameters and strided rows,
+// eagerly and in a captured graph replayed with new ids (the kernels read the ids before they
+// wait: a stale or early read would show as a difference); mode 0 is also held to the CPU
+// reference, so the comparison is not between two wrong answers.
 // (The separate-glue path, MXMOE_GLUE=separate, is read once per process: not toggled here.)
 #include <gtest/gtest.h>
 
@@ -35,30 +37,48 @@ struct Knobs {
   }
 };
 
-// run_moe's buffers and parameters for T tokens with caller ids.
+// run_moe's buffers and parameters for T tokens with caller ids; x rows x_pad elements apart
+// beyond H (8: still 16-byte rows; 4: not, so GEMM1 cannot read them in place).
 struct MoeRun {
+  int T;
+  int64_t xs;
   DevBuf<uint16_t> x;
   DevBuf<int32_t> ids;
-  DevBuf<float> w, out;
+  DevBuf<float> w, out, beta, lbeta;
   DevBuf<char> ws;
   MoeRunParams p;
-  MoeRun(const GpuLayer& g, int T, Backend backend)
-      : x(static_cast<size_t>(T) * kH), ids(static_cast<size_t>(T) * kK),
-        w(static_cast<size_t>(T) * kK), out(static_cast<size_t>(T) * kH),
-        ws(workspace_bytes(g.w, T, kK)) {
+  MoeRun(const GpuLayer& g, int T_, Backend backend, int x_pad = 0, bool per_expert = false)
+      : T(T_), xs(kH + x_pad), x(static_cast<size_t>(T_) * xs), ids(static_cast<size_t>(T_) * kK),
+        w(static_cast<size_t>(T_) * kK), out(static_cast<size_t>(T_) * kH),
+        ws(workspace_bytes(g.w, T_, kK)) {
     p.num_tokens = T;
     p.top_k = kK;
     p.backend = backend;
     p.hidden = x.get();
+    p.hidden_stride = xs;
     p.topk_ids = ids.get();
     p.topk_weights = w.get();
     p.out = out.get();
     p.workspace = ws.get();
     p.workspace_size = ws.size();
     p.max_tokens = T;
+    if (per_expert) {  // by global id, as moe.h asks; values away from the scalars' defaults
+      std::vector<float> b(kE), lb(kE);
+      for (int e = 0; e < kE; ++e) {
+        b[e] = 1.5f + 0.5f * (e % 7);
+        lb[e] = 8.0f + 4.0f * (e % 5);
+      }
+      EXPECT_EQ(beta.upload(b), cudaSuccess);
+      EXPECT_EQ(lbeta.upload(lb), cudaSuccess);
+      p.per_expert_beta = beta.get();
+      p.per_expert_linear_beta = lbeta.get();
+    }
   }
   cudaError_t load(const CaseInputs& in) {
-    cudaError_t e = x.upload(in.x_bits);
+    std::vector<uint16_t> img(static_cast<size_t>(T) * xs, 0x7FC0);  // padding: NaN
+    for (int t = 0; t < T; ++t)
+      std::memcpy(&img[t * xs], &in.x_bits[static_cast<size_t>(t) * kH], kH * 2);
+    cudaError_t e = x.upload(img);
     if (e == cudaSuccess) e = ids.upload(in.ids);
     if (e == cudaSuccess) e = w.upload(in.weights);
     return e;
@@ -73,12 +93,21 @@ struct MoeRun {
   }
 };
 
-void expect_reference(const GpuLayer& g, const CaseInputs& in, int T, Backend backend,
+void expect_reference(const GpuLayer& g, const CaseInputs& in, const MoeRun& run,
                       const std::vector<float>& out, const std::string& label) {
+  const int T = run.T;
   const std::vector<int> rows = sample_rows(T, 6, 7);
-  const ActMode mode = backend == Backend::kW4A8 ? ActMode::kMxfp8 : ActMode::kBf16;
+  const ActMode mode = run.p.backend == Backend::kW4A8 ? ActMode::kMxfp8 : ActMode::kBf16;
+  SituParams situ = g.syn->situ;
+  std::vector<float> b, lb;
+  if (run.p.per_expert_beta) {
+    EXPECT_EQ(run.beta.download(&b), cudaSuccess);
+    EXPECT_EQ(run.lbeta.download(&lb), cudaSuccess);
+    situ.per_expert_beta = b.data();
+    situ.per_expert_linear_beta = lb.data();
+  }
   const auto ref = reference_rows(g.syn->layer, in.x, kH, in.ids, in.weights, kK, rows, mode,
-                                  g.syn->situ, ExpertRange{kStart, kCount});
+                                  situ, ExpertRange{kStart, kCount});
   std::vector<float> got(rows.size() * kH);
   for (size_t i = 0; i < rows.size(); ++i)
     std::memcpy(&got[i * kH], &out[static_cast<size_t>(rows[i]) * kH], kH * 4);
@@ -94,41 +123,46 @@ TEST(MoeDecodeSpec, EagerModesBitIdentical) {
   auto g = make_gpu_layer(kE, kH, kI, kK, kStart, kCount, 601);
   ASSERT_TRUE(g);
   int cases = 0, identical = 0;
-  for (Backend backend : {Backend::kW4A16, Backend::kW4A8}) {
-    for (int mainloop : {0, sm90::kDecodeBulkRing, sm90::kDecodeRegStream}) {
-      for (int T : {1, 2, 5, 16, 40}) {
-        for (Routing r : {Routing::kLocalHeavy, Routing::kOneExpert}) {
-          const CaseInputs in = make_inputs(*g->syn, T, r, 1000 + T);
-          MoeRun run(*g, T, backend);
-          CUDA_OK(run.load(in));
-          std::vector<float> out[3];
-          for (int mode = 0; mode < 3; ++mode) {
-            const Knobs knobs(mainloop, mode);
-            run.eager(*g, &out[mode]);
+  // Variants: 0 contiguous rows, scalar SiTU parameters; 1 rows 8 elements apart and
+  // per-expert parameters; 2 rows 4 elements apart (no longer 16-byte: mode 3 falls back).
+  for (int variant = 0; variant < 3; ++variant) {
+    for (Backend backend : {Backend::kW4A16, Backend::kW4A8}) {
+      for (int mainloop : {0, sm90::kDecodeBulkRing, sm90::kDecodeRegStream}) {
+        for (int T : {1, 2, 5, 16, 40}) {
+          for (Routing r : {Routing::kLocalHeavy, Routing::kOneExpert}) {
+            if (variant > 0 && (mainloop == sm90::kDecodeRegStream || T == 16)) continue;
+            const CaseInputs in = make_inputs(*g->syn, T, r, 1000 + T + 100 * variant);
+            MoeRun run(*g, T, backend, variant == 0 ? 0 : variant == 1 ? 8 : 4, variant == 1);
+            CUDA_OK(run.load(in));
+            std::vector<float> out[4];
+            for (int mode = 0; mode < 4; ++mode) {
+              const Knobs knobs(mainloop, mode);
+              run.eager(*g, &out[mode]);
+            }
+            char label[160];
+            std::snprintf(label, sizeof(label), "spec %s mainloop %d T=%d %s variant %d",
+                          backend_name(backend), mainloop, T,
+                          r == Routing::kOneExpert ? "one-expert" : "local-heavy", variant);
+            for (int mode = 1; mode < 4; ++mode) {
+              const bool same =
+                  std::memcmp(out[0].data(), out[mode].data(), out[0].size() * 4) == 0;
+              EXPECT_TRUE(same) << label << ": mode " << mode << " differs from mode 0";
+              ++cases;
+              identical += same ? 1 : 0;
+            }
+            if (mainloop == 0 || variant > 0) expect_reference(*g, in, run, out[0], label);
           }
-          char label[160];
-          std::snprintf(label, sizeof(label), "spec %s mainloop %d T=%d %s",
-                        backend_name(backend), mainloop, T,
-                        r == Routing::kOneExpert ? "one-expert" : "local-heavy");
-          for (int mode = 1; mode < 3; ++mode) {
-            const bool same =
-                std::memcmp(out[0].data(), out[mode].data(), out[0].size() * 4) == 0;
-            EXPECT_TRUE(same) << label << ": mode " << mode << " differs from mode 0";
-            ++cases;
-            identical += same ? 1 : 0;
-          }
-          if (mainloop == 0) expect_reference(*g, in, T, backend, out[0], label);
         }
       }
     }
   }
-  std::printf("[decode spec] eager: %d of %d mode-1/2 runs bit-identical to mode 0\n", identical,
-              cases);
+  std::printf("[decode spec] eager: %d of %d mode-1/2/3 runs bit-identical to mode 0\n",
+              identical, cases);
 }
 
 TEST(MoeDecodeSpec, GraphReplayReadsEachReplaysIds) {
-  // Captured once under mode 2, replayed after new ids and activations were written: each replay
-  // equals an eager mode-0 run on the same inputs.
+  // Captured once under mode 3 (modes 1 and 2 included), replayed after new ids and activations
+  // were written: each replay equals an eager mode-0 run on the same inputs.
   MXMOE_REQUIRE_SM90();
   auto g = make_gpu_layer(kE, kH, kI, kK, kStart, kCount, 602);
   ASSERT_TRUE(g);
@@ -141,7 +175,7 @@ TEST(MoeDecodeSpec, GraphReplayReadsEachReplaysIds) {
       cudaGraph_t graph = nullptr;
       cudaGraphExec_t exec = nullptr;
       {
-        const Knobs knobs(0, sm90::kDecodeSpecEarlyGemm2);
+        const Knobs knobs(0, sm90::kDecodeSpecOwnInputs);
         CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
         const Status cs = run_moe(g->w, run.p, st);
         CUDA_OK(cudaStreamEndCapture(st, &graph));
@@ -161,8 +195,8 @@ TEST(MoeDecodeSpec, GraphReplayReadsEachReplaysIds) {
         const std::string label = std::string("spec graph ") + backend_name(backend) + " T=" +
                                   std::to_string(T) + " seed " + std::to_string(seed);
         EXPECT_EQ(0, std::memcmp(replay.data(), direct.data(), replay.size() * 4))
-            << label << ": replay under mode 2 differs from an eager mode-0 run";
-        expect_reference(*g, in, T, backend, replay, label);
+            << label << ": replay under mode 3 differs from an eager mode-0 run";
+        expect_reference(*g, in, run, replay, label);
       }
       cudaGraphExecDestroy(exec);
       cudaGraphDestroy(graph);

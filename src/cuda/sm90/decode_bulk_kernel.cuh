@@ -9,6 +9,11 @@
 // (EP16 / TP8xEP4) against 42.2 / 40.5 with the register-streamed one, both binaries in one
 // session, with equal per-kernel durations under ncu: the difference is in the launch chain,
 // not yet explained. The launcher takes this kernel at <= kDecodeBulkMaxRows expected rows.
+//
+// kSpec (decode_gemm.h, DecodeSpec): the tile list from the caller's ids and the first tile's
+// first kStages stages of weights before pdl::wait(); GEMM1 given its own inputs (DecodeSpec::x,
+// W4A16) reads the caller's rows and SiTU parameters and waits only before it exits, so it
+// runs beside the glue kernel that precedes it.
 #pragma once
 
 #include "sm90/decode_gemm_kernel.cuh"
@@ -83,8 +88,30 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
                : "memory");
 }
 
+// GEMM1 on its own inputs (DecodeSpec::x): the token of row r of expert e's rows, i.e. of its
+// r-th pair in pair order (the glue's stable grouping, x_row = pair / k), found in the ids 32
+// pairs at a time; lanes whose r is not a row of e get token 0 (unused). Whole warp.
+__device__ __forceinline__ int own_row_token(const DecodeSpec& spec, int num_experts, int e,
+                                             int r, int lane) {
+  int token = 0, seen = 0;
+  for (int w = 0; w < spec.pairs; w += 32) {
+    const int i = w + lane;
+    const bool hit = i < spec.pairs &&
+                     smxx::local_expert(__ldcg(spec.ids + i), spec.expert_start, num_experts) == e;
+    unsigned m = __ballot_sync(0xFFFFFFFFu, hit);
+    const int c = __popc(m);
+    if (r >= seen && r < seen + c) {
+      for (int j = seen; j < r; ++j) m &= m - 1;  // drop the pairs before the r-th
+      token = (w + __ffs(static_cast<int>(m)) - 1) / spec.k;
+    }
+    seen += c;
+  }
+  return token;
+}
+
 // kSpec (decode_gemm.h, DecodeSpec): the tile list from spec.ids and the first tile's first
-// kStages stages of weights requested before pdl::wait().
+// kStages stages of weights requested before pdl::wait(); for GEMM1 on its own inputs, no wait
+// before the mainloop at all (own_row_token, finish_tile's kOwn).
 template <int S, bool kGemm1, bool kSpec>
 __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     decode_bulk_kernel(const KernelArgs p, const DecodeSpec spec) {
@@ -129,6 +156,9 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     return p.w_scales + ti.e * (mk / 32) + static_cast<int64_t>(ti.mt) * KT * kSBytes;
   };
   int pre = 0;  // stages of the first tile whose weights were requested before the wait
+  // GEMM1 on its own inputs (DecodeSpec::x): it reads nothing the chain writes, so it waits for
+  // the previous kernel only before it exits.
+  const bool own = kSpec && kGemm1 && spec.x != nullptr;
   if constexpr (kSpec) {
     // Nothing here reads what the chain writes: the ids were complete before it began, the
     // weights never change (decode_gemm.h, DecodeSpec). (The prefix's barriers publish the
@@ -158,7 +188,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
         }
       }
     }
-    pdl::wait();  // offsets, rows, activations: written by earlier kernels of the chain
+    if (!own) pdl::wait();  // offsets, rows, activations: written by earlier kernels
     if (!kGemm1 || spec.trigger) pdl::launch_dependents();
   } else {
     // Everything below reads what earlier kernels of the chain wrote (offsets, rows,
@@ -181,7 +211,17 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
       const uint8_t* wq = weight_src(ti);
       const uint8_t* ws = scale_src(ti);
       const __nv_bfloat16* arow = p.act;
-      if (lane < ti.nrows) {
+      if constexpr (kSpec && kGemm1) {
+        if (own) {
+          const uint32_t span = ptx::lds_u32(sbase + L::kSpan + 4 * ti.e);
+          const int r = ti.p0 - static_cast<int>(span & 0xFFFFu) + lane;  // rank in the expert
+          const int token = own_row_token(spec, p.num_experts, ti.e, r, lane);
+          if (lane < ti.nrows) arow = spec.x + token * spec.x_stride;
+        } else if (lane < ti.nrows) {
+          const int64_t row = p.act_row ? p.act_row[ti.p0 + lane] : ti.p0 + lane;
+          arow = p.act + row * p.act_stride;
+        }
+      } else if (lane < ti.nrows) {
         const int64_t row = p.act_row ? p.act_row[ti.p0 + lane] : ti.p0 + lane;
         arow = p.act + row * p.act_stride;
       }
@@ -209,6 +249,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
         }
       }
     }
+    if (own) pdl::wait();  // (own inputs) the chain's earlier kernels end before this one
     return;  // the consumers' waits cover every copy this warp issued
   }
 
@@ -263,8 +304,14 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     };
     if (ti.nrows <= kBN / 2) stages(std::true_type()); else stages(std::false_type());
 
-    finish_tile<S, kGemm1, L>(p, ti, cols, d, smem, sbase, rank, tile + nclu >= total, n_red);
+    if constexpr (kSpec && kGemm1) {
+      finish_tile<S, kGemm1, L, true>(p, ti, cols, d, smem, sbase, rank, tile + nclu >= total,
+                                      n_red, spec);
+    } else {
+      finish_tile<S, kGemm1, L>(p, ti, cols, d, smem, sbase, rank, tile + nclu >= total, n_red);
+    }
   }
+  if (own) pdl::wait();  // (own inputs) the chain's earlier kernels end before this one
 }
 
 }  // namespace mxmoe::sm90::decode

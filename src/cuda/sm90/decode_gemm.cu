@@ -32,7 +32,9 @@ int mainloop_from_env() {
 std::atomic<int> g_mainloop{mainloop_from_env()};
 
 // The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC=0|1|2.
-int valid_spec(int m) { return m == kDecodeSpecTiles || m == kDecodeSpecEarlyGemm2 ? m : 0; }
+int valid_spec(int m) {
+  return m == kDecodeSpecTiles || m == kDecodeSpecEarlyGemm2 || m == kDecodeSpecOwnInputs ? m : 0;
+}
 int spec_from_env() {
   const char* env = std::getenv("MXMOE_DECODE_SPEC");
   return valid_spec(env != nullptr ? std::atoi(env) : kDecodeSpecOff);
@@ -180,10 +182,12 @@ cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split
   }
 }
 
-// The DecodeSpec of a launch: the ids when the mode asks for them and the problem has them
-// (decode_gemm.h); trigger for GEMM1 on the bulk ring under kDecodeSpecEarlyGemm2.
+// The DecodeSpec of a launch (decode_gemm.h): the ids when the mode asks for them and the
+// problem has them; for GEMM1 on the bulk ring the early trigger from kDecodeSpecEarlyGemm2 on,
+// and its own inputs under kDecodeSpecOwnInputs when given and usable by bulk copies.
 template <bool kGemm1>
-DecodeSpec spec_of(const GroupedProblem& g, bool bulk) {
+DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
+                   const Gemm1OwnInputs* own) {
   DecodeSpec s;
   const int mode = g_spec.load(std::memory_order_relaxed);
   if (mode == kDecodeSpecOff || g.route_ids == nullptr || g.route_pairs <= 0 ||
@@ -193,14 +197,27 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk) {
   s.ids = g.route_ids;
   s.pairs = g.route_pairs;
   s.expert_start = g.route_expert_start;
-  s.trigger = kGemm1 && bulk && mode == kDecodeSpecEarlyGemm2 ? 1 : 0;
+  s.trigger = kGemm1 && bulk && mode >= kDecodeSpecEarlyGemm2 ? 1 : 0;
+  // (W4A16 only: the rows go to the MMA as they are, so a GEMM1 that requantizes h, W4A8's,
+  // never takes them.)
+  if (kGemm1 && bulk && mode == kDecodeSpecOwnInputs && own != nullptr && own->x != nullptr &&
+      !a.mxfp8_out && (reinterpret_cast<uintptr_t>(own->x) & 15u) == 0 &&
+      own->x_stride >= a.K && own->x_stride % 8 == 0 && own->top_k >= 1) {
+    s.x = own->x;
+    s.x_stride = own->x_stride;
+    s.k = own->top_k;
+    s.per_expert_beta = own->per_expert_beta;
+    s.per_expert_linear_beta = own->per_expert_linear_beta;
+    s.beta = own->beta;
+    s.linear_beta = own->linear_beta;
+  }
   return s;
 }
 
 template <bool kGemm1, bool kBulk>
 cudaError_t launch_decode_for(const GroupedProblem& g, const KernelArgs& a, int rows,
-                              int num_sms, cudaStream_t stream) {
-  const DecodeSpec spec = spec_of<kGemm1>(g, kBulk);
+                              int num_sms, cudaStream_t stream, const Gemm1OwnInputs* own) {
+  const DecodeSpec spec = spec_of<kGemm1>(g, kBulk, a, own);
   return spec.ids != nullptr
              ? launch_decode<kGemm1, kBulk, true>(a, spec, g.split_k, rows, num_sms, stream)
              : launch_decode<kGemm1, kBulk, false>(a, spec, g.split_k, rows, num_sms, stream);
@@ -236,7 +253,7 @@ int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int
 
 template <bool kGemm1>
 bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int num_sms,
-                            cudaStream_t stream, cudaError_t* err) {
+                            cudaStream_t stream, cudaError_t* err, const Gemm1OwnInputs* own) {
   *err = cudaErrorInvalidValue;
   if (g.kernel != kGemmAuto && g.kernel != kGemmTiled && g.kernel != kGemmDecode) return true;
   if (g.split_k != 0 && g.split_k != 1 && g.split_k != 2 && g.split_k != 4 && g.split_k != 8) {
@@ -262,14 +279,14 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
                                       static_cast<int64_t>(rows) * kDecodeBulkExpertsPerRow <=
                                           a.num_experts ||
                                       a.K / kStepK <= kDecodeBulkMaxSteps;
-  *err = bulk ? launch_decode_for<kGemm1, true>(g, a, rows, num_sms, stream)
-              : launch_decode_for<kGemm1, false>(g, a, rows, num_sms, stream);
+  *err = bulk ? launch_decode_for<kGemm1, true>(g, a, rows, num_sms, stream, own)
+              : launch_decode_for<kGemm1, false>(g, a, rows, num_sms, stream, own);
   return true;
 }
 
 template bool try_launch_decode_gemm<true>(const KernelArgs&, const GroupedProblem&, int,
-                                           cudaStream_t, cudaError_t*);
+                                           cudaStream_t, cudaError_t*, const Gemm1OwnInputs*);
 template bool try_launch_decode_gemm<false>(const KernelArgs&, const GroupedProblem&, int,
-                                            cudaStream_t, cudaError_t*);
+                                            cudaStream_t, cudaError_t*, const Gemm1OwnInputs*);
 
 }  // namespace mxmoe::sm90

@@ -60,16 +60,30 @@ struct DecodeSpec {
   int pairs = 0;
   int expert_start = 0;
   int trigger = 0;  // GEMM1: trigger the dependent (GEMM2) right after its own wait
+  // GEMM1 on its own inputs (x non-null; Gemm1OwnInputs): the token rows straight from the
+  // caller's x, row p's token found in the ids (the glue's stable grouping: the pairs of an
+  // expert in pair order, token = pair / k), and the SiTU parameters by the glue's own rule
+  // (smxx/situ_fill.cuh). Nothing it reads is written by the chain, so it waits for the previous
+  // kernel only before it exits (GEMM2's wait on it then covers the glue's outputs too).
+  const __nv_bfloat16* x = nullptr;
+  int64_t x_stride = 0;
+  int k = 0;
+  const float* per_expert_beta = nullptr;  // [global experts], or null: beta
+  const float* per_expert_linear_beta = nullptr;
+  float beta = 0.0f, linear_beta = 0.0f;
 };
 // MXMOE_DECODE_SPEC (read once per process; decode_set_spec for tests): 0 off (the default until
 // the H200 has timed it); 1 both decode GEMMs take their tile list from route_ids before the
 // wait; 2 as 1, and GEMM1 on the bulk ring also triggers GEMM2 right after its own wait, so
 // GEMM2's CTAs start their weight loads on the SMs that GEMM1's split-K ranks > 0 leave while
 // its rank-0 CTAs reduce and store (the register mainloop's GEMM1 keeps its late trigger:
-// bench/NOTES.md D round 8). Kernels of split 8 (only when forced) never speculate.
+// bench/NOTES.md D round 8); 3 as 2, and GEMM1 on the bulk ring, when given its own inputs
+// (Gemm1Params::own: W4A16 on the caller's BF16 rows), runs beside the glue instead of after it.
+// Kernels of split 8 (only when forced) never speculate.
 constexpr int kDecodeSpecOff = 0;
 constexpr int kDecodeSpecTiles = 1;
 constexpr int kDecodeSpecEarlyGemm2 = 2;
+constexpr int kDecodeSpecOwnInputs = 3;
 void decode_set_spec(int mode);
 
 // The K split (1, 2 or 4 CTAs of a cluster per tile; 8 only when forced) for m_tiles 64-row
@@ -85,8 +99,11 @@ int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int
 // split_k value, or, when forced, a tile_n other than 0 / 16, more than kDecodeMaxExperts
 // experts, max_rows above kDecodeMaxRows or w_scales not 16-byte aligned); false leaves the
 // problem to the tiled kernel.
+// own (GEMM1 only, optional): the inputs GEMM1 may read in place of the glue's
+// (kDecodeSpecOwnInputs).
 template <bool kGemm1>
 bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int num_sms,
-                            cudaStream_t stream, cudaError_t* err);
+                            cudaStream_t stream, cudaError_t* err,
+                            const Gemm1OwnInputs* own = nullptr);
 
 }  // namespace mxmoe::sm90

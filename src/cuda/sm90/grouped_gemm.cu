@@ -214,7 +214,7 @@ cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream,
   a.offsets = p.g.expert_offsets;
   a.num_experts = p.g.num_experts;
   a.max_rows = p.g.max_rows;
-  if (cudaError_t e; try_launch_decode_gemm<true>(a, p.g, num_sms, stream, &e)) return e;
+  if (cudaError_t e; try_launch_decode_gemm<true>(a, p.g, num_sms, stream, &e, &p.own)) return e;
   // By default GEMM1 counts only where GEMM2 (K = I) will run on the register path, the one place
   // that decides which GEMM2 starts under GEMM1: counting alone costs (TP8xEP4 T=8192 +1% end to
   // end with a slot-path GEMM2), and a GEMM2 with K > kWsSlotWeightsMaxSteps steps never takes

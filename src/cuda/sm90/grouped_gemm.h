@@ -77,6 +77,21 @@ struct CountedGemm1 {
   int num_experts = 0, I = 0;
 };
 
+// What GEMM1 may read in place of the glue's outputs, all written before the launch's chain
+// began: the caller's BF16 rows (pair i of the route_ids reads row i / top_k; W4A16 only, where
+// the glue copies them bit for bit) and the SiTU parameters (the glue's rule: per_expert_* by
+// GLOBAL id when given, else the scalar). Used only by the decode kernel on the bulk ring under
+// MXMOE_DECODE_SPEC=3 (decode_gemm.h), with GroupedProblem::route_ids; x null: never.
+struct Gemm1OwnInputs {
+  const __nv_bfloat16* x = nullptr;  // 16-byte aligned, x_stride a multiple of 8 elements
+  int64_t x_stride = 0;
+  int top_k = 0;
+  const float* per_expert_beta = nullptr;
+  float beta = 0.0f;
+  const float* per_expert_linear_beta = nullptr;
+  float linear_beta = 0.0f;
+};
+
 struct Gemm1Params {
   const uint8_t* w_packed = nullptr;  // num_experts prepacked w13 [2I, K]
   const uint8_t* w_scales = nullptr;
@@ -97,6 +112,7 @@ struct Gemm1Params {
   // stream, for the same GroupedProblem, can start on the experts that are done while GEMM1's
   // last tiles still run (Gemm2Params::h_ready).
   int32_t* h_ready = nullptr;
+  Gemm1OwnInputs own;  // optional (x null: none)
   GroupedProblem g;
 };
 
