@@ -90,21 +90,31 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
 
 // GEMM1 on its own inputs (DecodeSpec::x): the token of row r of expert e's rows, i.e. of its
 // r-th pair in pair order (the glue's stable grouping, x_row = pair / k), found in the ids 32
-// pairs at a time; lanes whose r is not a row of e get token 0 (unused). Whole warp.
+// pairs per ballot, 128 pairs per round of loads (one L2 round trip per round, not per ballot:
+// the producer does this once per tile); lanes whose r is not a row of e get token 0 (unused).
+// Whole warp.
 __device__ __forceinline__ int own_row_token(const DecodeSpec& spec, int num_experts, int e,
                                              int r, int lane) {
+  constexpr int kBatch = 4;
   int token = 0, seen = 0;
-  for (int w = 0; w < spec.pairs; w += 32) {
-    const int i = w + lane;
-    const bool hit = i < spec.pairs &&
-                     smxx::local_expert(__ldcg(spec.ids + i), spec.expert_start, num_experts) == e;
-    unsigned m = __ballot_sync(0xFFFFFFFFu, hit);
-    const int c = __popc(m);
-    if (r >= seen && r < seen + c) {
-      for (int j = seen; j < r; ++j) m &= m - 1;  // drop the pairs before the r-th
-      token = (w + __ffs(static_cast<int>(m)) - 1) / spec.k;
+  for (int w0 = 0; w0 < spec.pairs; w0 += 32 * kBatch) {
+    int id[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = w0 + 32 * j + lane;
+      id[j] = i < spec.pairs ? __ldcg(spec.ids + i) : -1;  // -1: no expert's
     }
-    seen += c;
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const bool hit = smxx::local_expert(id[j], spec.expert_start, num_experts) == e;
+      unsigned m = __ballot_sync(0xFFFFFFFFu, hit);
+      const int c = __popc(m);
+      if (r >= seen && r < seen + c) {
+        for (int q = seen; q < r; ++q) m &= m - 1;  // drop the pairs before the r-th
+        token = (w0 + 32 * j + __ffs(static_cast<int>(m)) - 1) / spec.k;
+      }
+      seen += c;
+    }
   }
   return token;
 }
