@@ -220,6 +220,12 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
           walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile, lane);
       const uint8_t* wq = weight_src(ti);
       const uint8_t* ws = scale_src(ti);
+      // This lane's token row (lane < nrows): the glue's (act_row), or with own inputs the
+      // caller's, its token found in the ids.
+      auto glue_row = [&] {
+        const int64_t row = p.act_row ? p.act_row[ti.p0 + lane] : ti.p0 + lane;
+        return p.act + row * p.act_stride;
+      };
       const __nv_bfloat16* arow = p.act;
       if constexpr (kSpec && kGemm1) {
         if (own) {
@@ -228,12 +234,10 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
           const int token = own_row_token(spec, p.num_experts, ti.e, r, lane);
           if (lane < ti.nrows) arow = spec.x + token * spec.x_stride;
         } else if (lane < ti.nrows) {
-          const int64_t row = p.act_row ? p.act_row[ti.p0 + lane] : ti.p0 + lane;
-          arow = p.act + row * p.act_stride;
+          arow = glue_row();
         }
       } else if (lane < ti.nrows) {
-        const int64_t row = p.act_row ? p.act_row[ti.p0 + lane] : ti.p0 + lane;
-        arow = p.act + row * p.act_stride;
+        arow = glue_row();
       }
       for (int kb = k_begin; kb < k_end; kb += KS, ++it) {
         const uint32_t n = min(KS, k_end - kb);  // steps in this stage
