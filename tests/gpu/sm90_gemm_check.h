@@ -251,7 +251,8 @@ inline std::vector<int> sample_rows(std::mt19937_64& rng, int begin, int count, 
 constexpr int kSpecStart = 5;
 inline std::vector<int32_t> spec_ids_of(const std::vector<int>& rows, int extra, uint64_t seed) {
   std::vector<int32_t> ids;
-  for (size_t e = 0; e < rows.size(); ++e) ids.insert(ids.end(), rows[e], kSpecStart + static_cast<int32_t>(e));
+  for (size_t e = 0; e < rows.size(); ++e)
+    ids.insert(ids.end(), rows[e], kSpecStart + static_cast<int32_t>(e));
   const int32_t others[] = {-1, kSpecStart - 1, kSpecStart + static_cast<int32_t>(rows.size()),
                             INT32_MAX, 0};
   for (int i = 0; i < extra; ++i) ids.push_back(others[i % 5]);

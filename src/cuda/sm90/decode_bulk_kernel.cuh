@@ -173,8 +173,8 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     // Nothing here reads what the chain writes: the ids were complete before it began, the
     // weights never change (decode_gemm.h, DecodeSpec). (The prefix's barriers publish the
     // mbarriers.)
-    build_tile_prefix_from_ids<kBN, kBulkThreads>(p, spec.ids, spec.pairs, spec.expert_start,
-                                                   m_tiles, sPrefix, sWarp, sSpan);
+    build_tile_prefix_from_ids<kBN, kBulkThreads, kMaxExperts>(
+        p, spec.ids, spec.pairs, spec.expert_start, m_tiles, sPrefix, sWarp, sSpan);
     if constexpr (S > 1) cluster_sync_all();  // peers' barriers exist before any remote arrive
     if (warp == 4 && cid < sPrefix[p.num_experts]) {
       const TileInfo ti =

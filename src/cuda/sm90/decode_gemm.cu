@@ -31,7 +31,7 @@ int mainloop_from_env() {
 }
 std::atomic<int> g_mainloop{mainloop_from_env()};
 
-// The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC=0|1|2.
+// The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC=0..3.
 int valid_spec(int m) {
   return m == kDecodeSpecTiles || m == kDecodeSpecEarlyGemm2 || m == kDecodeSpecOwnInputs ? m : 0;
 }

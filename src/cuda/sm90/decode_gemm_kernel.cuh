@@ -449,8 +449,8 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     }
   }
   if constexpr (kSpec) {  // the wait comes after the first tile's weight loads, below
-    build_tile_prefix_from_ids<kBN, kThreads>(p, spec.ids, spec.pairs, spec.expert_start,
-                                              m_tiles, sPrefix, sWarp, sSpan);
+    build_tile_prefix_from_ids<kBN, kThreads, kMaxExperts>(
+        p, spec.ids, spec.pairs, spec.expert_start, m_tiles, sPrefix, sWarp, sSpan);
   } else {
     pdl::wait();  // offsets, rows and activations come from earlier kernels of the chain
     if constexpr (!kGemm1) pdl::launch_dependents();  // the combine (header, Algorithm)

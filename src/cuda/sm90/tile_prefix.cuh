@@ -6,6 +6,7 @@
 // [num_experts + 1]), `num_experts` and `max_rows`.
 #pragma once
 
+#include "smxx/cta_scan.cuh"     // the grouping's CTA scan (build_tile_prefix_from_ids)
 #include "smxx/group_pairs.cuh"  // local_expert: the grouping's own test of an id
 #include "smxx/warp_scan.cuh"
 
@@ -65,15 +66,15 @@ __device__ __forceinline__ void build_tile_prefix(const Params& p, int m_tiles, 
 // pdl::wait() when the ids were complete before its chain began (decode_gemm.h, DecodeSpec);
 // they are read through L2 (ld.global.cg), never from a possibly stale L1 line.
 // Needs pairs <= p.max_rows (so expert_rows' clamp is the identity, as it is on those offsets)
-// and sSpan, which holds the counts until the second scan. Called by all NT threads; ends with
-// __syncthreads.
-template <int BN, int NT, class Params>
+// and E <= kMaxE; sPrefix holds the rows' begins between the two scans (smxx::cta_exclusive_scan,
+// the grouping's own), sSpan the counts. Called by all NT threads; ends with __syncthreads.
+template <int BN, int NT, int kMaxE, class Params>
 __device__ __forceinline__ void build_tile_prefix_from_ids(const Params& p, const int32_t* ids,
                                                            int pairs, int expert_start,
                                                            int m_tiles, int* sPrefix, int* sWarp,
                                                            uint32_t* sSpan) {
-  static_assert(NT % 32 == 0, "whole warps");
-  const int tid = threadIdx.x, E = p.num_experts, lane = tid & 31, warp = tid >> 5;
+  constexpr int kMaxSeg = (kMaxE + NT - 1) / NT;
+  const int tid = threadIdx.x, E = p.num_experts;
   for (int e = tid; e < E; e += NT) sSpan[e] = 0;
   __syncthreads();
   for (int i = tid; i < pairs; i += NT) {
@@ -81,39 +82,18 @@ __device__ __forceinline__ void build_tile_prefix_from_ids(const Params& p, cons
     if (le >= 0) atomicAdd(&sSpan[le], 1u);  // integer counts: the order does not matter
   }
   __syncthreads();
-  const int chunk = (E + NT - 1) / NT;
-  const int e0 = min(E, tid * chunk), e1 = min(E, e0 + chunk);
-  int tiles = 0, rows = 0;
-  for (int e = e0; e < e1; ++e) {
-    const int r = static_cast<int>(sSpan[e]);
-    tiles += (r + BN - 1) / BN * m_tiles;
-    rows += r;
-  }
-  // Exclusive prefix of this thread's chunk over the NT threads (sWarp [NT / 32], reused by the
-  // two scans: the caller's barrier layout has no room for two).
-  auto chunk_prefix = [&](int local, int* total) {
-    const int v = smxx::warp_inclusive_sum(local, lane);
-    if (lane == 31) sWarp[warp] = v;
-    __syncthreads();
-    int before = 0;
-    for (int w = 0; w < warp; ++w) before += sWarp[w];
-    *total = before + v;
-    return before + v - local;
-  };
-  int total = 0;
-  int run = chunk_prefix(tiles, &total);
-  for (int e = e0; e < e1; ++e) {
-    sPrefix[e] = run;
-    run += (static_cast<int>(sSpan[e]) + BN - 1) / BN * m_tiles;
-  }
-  if (tid == NT - 1) sPrefix[E] = total;
-  __syncthreads();  // every sWarp read of the first scan before the second writes it
-  run = chunk_prefix(rows, &total);
-  for (int e = e0; e < e1; ++e) {  // begin | rows << 16 (pairs <= max_rows <= 65535)
-    const uint32_t r = sSpan[e];
-    sSpan[e] = static_cast<uint32_t>(run) | r << 16;
-    run += static_cast<int>(r);
-  }
+  // Rows: each expert's begin, then sSpan = begin | rows << 16 (pairs <= max_rows <= 65535).
+  smxx::cta_exclusive_scan<NT, kMaxSeg>(
+      E, sWarp, [&](int e) { return static_cast<int32_t>(sSpan[e]); },
+      [&](int e, int32_t v) { sPrefix[e] = v; });
+  __syncthreads();
+  for (int e = tid; e < E; e += NT) sSpan[e] = static_cast<uint32_t>(sPrefix[e]) | sSpan[e] << 16;
+  __syncthreads();
+  // Tiles: (BN-token tiles x m_tiles) per expert, their prefix into sPrefix, the total at [E].
+  smxx::cta_exclusive_scan<NT, kMaxSeg>(
+      E, sWarp,
+      [&](int e) { return (static_cast<int32_t>(sSpan[e] >> 16) + BN - 1) / BN * m_tiles; },
+      [&](int e, int32_t v) { sPrefix[e] = v; });
   __syncthreads();
 }
 
