@@ -1,7 +1,7 @@
 // tests/gpu/test_moe_decode_spec.cpp: run_moe with the grouping known before the wait
 // (src/cuda/sm90/decode_gemm.h, DecodeSpec; MXMOE_DECODE_SPEC). At decode sizes with the caller's
-// ids, modes 1 (the decode GEMMs' tile lists from the ids, first weights before pdl::wait), 2
-// (also GEMM1 on the bulk ring triggering GEMM2 early) and 3 (also GEMM1 on the bulk ring on its
+// ids, every mode (the decode GEMMs' tile lists from the ids; with or without the first weights
+// before pdl::wait; GEMM1 on the bulk ring triggering GEMM2 early; GEMM1 on the bulk ring on its
 // own inputs, beside the glue: W4A16 on BF16 rows) must give the bits of mode 0, for both
 // backends and both mainloops, with scalar and per-expert SiTU parameters and strided rows,
 // eagerly and in a captured graph replayed with new ids (the kernels read the ids before they
@@ -20,6 +20,19 @@
 
 namespace mxmoe::test {
 namespace {
+
+using sm90::kDecodeSpecEarlyGemm2;
+using sm90::kDecodeSpecOwnInputs;
+using sm90::kDecodeSpecPreload;
+using sm90::kDecodeSpecTiles;
+// The modes compared with mode 0 (decode_gemm.h: a bit set).
+constexpr int kModes[] = {kDecodeSpecTiles,
+                          kDecodeSpecTiles | kDecodeSpecPreload,
+                          kDecodeSpecTiles | kDecodeSpecEarlyGemm2,
+                          kDecodeSpecTiles | kDecodeSpecPreload | kDecodeSpecEarlyGemm2,
+                          kDecodeSpecTiles | kDecodeSpecEarlyGemm2 | kDecodeSpecOwnInputs,
+                          sm90::kDecodeSpecAll};
+constexpr int kNumModes = sizeof(kModes) / sizeof(kModes[0]);
 
 // An expert-parallel rank of a small layer: 16 local experts of 64, top-4; GEMM1 has 16 K steps
 // and GEMM2 4 (the bulk ring's short-K rule), so both mainloops and several splits run.
@@ -48,8 +61,12 @@ struct MoeRun {
   DevBuf<char> ws;
   MoeRunParams p;
   MoeRun(const GpuLayer& g, int T_, Backend backend, int x_pad = 0, bool per_expert = false)
-      : T(T_), xs(kH + x_pad), x(static_cast<size_t>(T_) * xs), ids(static_cast<size_t>(T_) * kK),
-        w(static_cast<size_t>(T_) * kK), out(static_cast<size_t>(T_) * kH),
+      : T(T_),
+        xs(kH + x_pad),
+        x(static_cast<size_t>(T_) * xs),
+        ids(static_cast<size_t>(T_) * kK),
+        w(static_cast<size_t>(T_) * kK),
+        out(static_cast<size_t>(T_) * kH),
         ws(workspace_bytes(g.w, T_, kK)) {
     p.num_tokens = T;
     p.top_k = kK;
@@ -106,8 +123,8 @@ void expect_reference(const GpuLayer& g, const CaseInputs& in, const MoeRun& run
     situ.per_expert_beta = b.data();
     situ.per_expert_linear_beta = lb.data();
   }
-  const auto ref = reference_rows(g.syn->layer, in.x, kH, in.ids, in.weights, kK, rows, mode,
-                                  situ, ExpertRange{kStart, kCount});
+  const auto ref = reference_rows(g.syn->layer, in.x, kH, in.ids, in.weights, kK, rows, mode, situ,
+                                  ExpertRange{kStart, kCount});
   std::vector<float> got(rows.size() * kH);
   for (size_t i = 0; i < rows.size(); ++i)
     std::memcpy(&got[i * kH], &out[static_cast<size_t>(rows[i]) * kH], kH * 4);
@@ -134,19 +151,18 @@ TEST(MoeDecodeSpec, EagerModesBitIdentical) {
             const CaseInputs in = make_inputs(*g->syn, T, r, 1000 + T + 100 * variant);
             MoeRun run(*g, T, backend, variant == 0 ? 0 : variant == 1 ? 8 : 4, variant == 1);
             CUDA_OK(run.load(in));
-            std::vector<float> out[4];
-            for (int mode = 0; mode < 4; ++mode) {
-              const Knobs knobs(mainloop, mode);
-              run.eager(*g, &out[mode]);
+            std::vector<float> out[kNumModes + 1];
+            for (int m = 0; m <= kNumModes; ++m) {
+              const Knobs knobs(mainloop, m == 0 ? 0 : kModes[m - 1]);
+              run.eager(*g, &out[m]);
             }
             char label[160];
             std::snprintf(label, sizeof(label), "spec %s mainloop %d T=%d %s variant %d",
                           backend_name(backend), mainloop, T,
                           r == Routing::kOneExpert ? "one-expert" : "local-heavy", variant);
-            for (int mode = 1; mode < 4; ++mode) {
-              const bool same =
-                  std::memcmp(out[0].data(), out[mode].data(), out[0].size() * 4) == 0;
-              EXPECT_TRUE(same) << label << ": mode " << mode << " differs from mode 0";
+            for (int m = 1; m <= kNumModes; ++m) {
+              const bool same = std::memcmp(out[0].data(), out[m].data(), out[0].size() * 4) == 0;
+              EXPECT_TRUE(same) << label << ": mode " << kModes[m - 1] << " differs from mode 0";
               ++cases;
               identical += same ? 1 : 0;
             }
@@ -156,51 +172,55 @@ TEST(MoeDecodeSpec, EagerModesBitIdentical) {
       }
     }
   }
-  std::printf("[decode spec] eager: %d of %d mode-1/2/3 runs bit-identical to mode 0\n",
-              identical, cases);
+  std::printf("[decode spec] eager: %d of %d speculating runs bit-identical to mode 0\n", identical,
+              cases);
 }
 
 TEST(MoeDecodeSpec, GraphReplayReadsEachReplaysIds) {
-  // Captured once under mode 3 (modes 1 and 2 included), replayed after new ids and activations
-  // were written: each replay equals an eager mode-0 run on the same inputs.
+  // Captured once under each of two modes (every bit; the early trigger and own inputs without
+  // the preload), replayed after new ids and activations were written: each replay equals an
+  // eager mode-0 run on the same inputs.
   MXMOE_REQUIRE_SM90();
   auto g = make_gpu_layer(kE, kH, kI, kK, kStart, kCount, 602);
   ASSERT_TRUE(g);
-  for (Backend backend : {Backend::kW4A16, Backend::kW4A8}) {
-    for (int T : {1, 3}) {
-      MoeRun run(*g, T, backend);
-      CUDA_OK(run.load(make_inputs(*g->syn, T, Routing::kLocalHeavy, 1)));
-      cudaStream_t st;
-      CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      {
-        const Knobs knobs(0, sm90::kDecodeSpecOwnInputs);
-        CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        const Status cs = run_moe(g->w, run.p, st);
-        CUDA_OK(cudaStreamEndCapture(st, &graph));
-        ASSERT_TRUE(cs.ok()) << cs.message();
+  for (int mode : {sm90::kDecodeSpecAll, kModes[kNumModes - 2]}) {
+    for (Backend backend : {Backend::kW4A16, Backend::kW4A8}) {
+      for (int T : {1, 3}) {
+        MoeRun run(*g, T, backend);
+        CUDA_OK(run.load(make_inputs(*g->syn, T, Routing::kLocalHeavy, 1)));
+        cudaStream_t st;
+        CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        {
+          const Knobs knobs(0, mode);
+          CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+          const Status cs = run_moe(g->w, run.p, st);
+          CUDA_OK(cudaStreamEndCapture(st, &graph));
+          ASSERT_TRUE(cs.ok()) << cs.message();
+        }
+        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+        for (uint64_t seed : {2, 3, 4}) {
+          const CaseInputs in =
+              make_inputs(*g->syn, T, seed == 3 ? Routing::kOneExpert : Routing::kLocalHeavy, seed);
+          CUDA_OK(run.load(in));
+          CUDA_OK(cudaMemset(run.out.get(), 0xFF, run.out.size() * 4));
+          CUDA_OK(cudaGraphLaunch(exec, st));
+          CUDA_OK(cudaStreamSynchronize(st));
+          std::vector<float> replay, direct;
+          CUDA_OK(run.out.download(&replay));
+          run.eager(*g, &direct);  // mode 0 (Knobs' destructor)
+          const std::string label = "spec graph mode " + std::to_string(mode) + " " +
+                                    backend_name(backend) + " T=" + std::to_string(T) + " seed " +
+                                    std::to_string(seed);
+          EXPECT_EQ(0, std::memcmp(replay.data(), direct.data(), replay.size() * 4))
+              << label << ": the replay differs from an eager mode-0 run";
+          expect_reference(*g, in, run, replay, label);
+        }
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        cudaStreamDestroy(st);
       }
-      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-      for (uint64_t seed : {2, 3, 4}) {
-        const CaseInputs in = make_inputs(*g->syn, T, seed == 3 ? Routing::kOneExpert
-                                                                : Routing::kLocalHeavy, seed);
-        CUDA_OK(run.load(in));
-        CUDA_OK(cudaMemset(run.out.get(), 0xFF, run.out.size() * 4));
-        CUDA_OK(cudaGraphLaunch(exec, st));
-        CUDA_OK(cudaStreamSynchronize(st));
-        std::vector<float> replay, direct;
-        CUDA_OK(run.out.download(&replay));
-        run.eager(*g, &direct);  // mode 0 (Knobs' destructor)
-        const std::string label = std::string("spec graph ") + backend_name(backend) + " T=" +
-                                  std::to_string(T) + " seed " + std::to_string(seed);
-        EXPECT_EQ(0, std::memcmp(replay.data(), direct.data(), replay.size() * 4))
-            << label << ": replay under mode 3 differs from an eager mode-0 run";
-        expect_reference(*g, in, run, replay, label);
-      }
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      cudaStreamDestroy(st);
     }
   }
 }

@@ -114,8 +114,9 @@ TEST(Sm90DecodeGemm, RejectsBadArguments) {
 }
 
 // Parameters: (split_k (0 = the heuristic's choice), mainloop: kDecodeBulkRing or
-// kDecodeRegStream, DecodeSpec mode). Under a mode (decode_gemm.h: the tile list from the top-k
-// ids, the first weights before pdl::wait()) a case's run 0 launches without it and its other
+// kDecodeRegStream, DecodeSpec mode). Under a mode (decode_gemm.h, a bit set: the tile list from
+// the top-k ids; the first weights before pdl::wait() or after it; GEMM1's early trigger) a
+// case's run 0 launches without it and its other
 // runs, graph replays included, with it: every run must equal run 0 bit for bit, besides the CPU
 // check (sm90_gemm_check.h, SpecCase: the ids hold the case's rows plus ids no local expert
 // owns, shuffled).
@@ -225,8 +226,11 @@ INSTANTIATE_TEST_SUITE_P(AllSplits, Sm90DecodeSplitK,
 INSTANTIATE_TEST_SUITE_P(Spec, Sm90DecodeSplitK,
                          ::testing::Combine(::testing::Values(0, 1, 2, 4),
                                             ::testing::Values(kDecodeBulkRing, kDecodeRegStream),
-                                            ::testing::Values(kDecodeSpecTiles,
-                                                              kDecodeSpecEarlyGemm2)));
+                                            ::testing::Values(
+                                                kDecodeSpecTiles,
+                                                kDecodeSpecTiles | kDecodeSpecPreload,
+                                                kDecodeSpecTiles | kDecodeSpecEarlyGemm2,
+                                                kDecodeSpecAll)));
 
 TEST(Sm90DecodeGemm, KimiSizes) {
   MXMOE_REQUIRE_SM90();
@@ -240,7 +244,7 @@ TEST(Sm90DecodeGemm, KimiSizes) {
     c.kernel = kGemmDecode;
     c.sample = 4;
     c.seed = 21 + mx;
-    c.spec = mx ? kDecodeSpecTiles : kDecodeSpecOff;  // runs 1.. with the ids, as run_moe's
+    c.spec = mx ? kDecodeSpecAll : kDecodeSpecOff;  // runs 1.. with the ids, as run_moe's
     run_gemm1_case(c);
   }
   Gemm1Case c;  // TP8 x EP4 slice
@@ -260,7 +264,7 @@ TEST(Sm90DecodeGemm, KimiSizes) {
   c2.tile_n = 16;
   c2.kernel = kGemmDecode;
   c2.sample = 4;
-  c2.spec = kDecodeSpecTiles;
+  c2.spec = kDecodeSpecAll;
   run_gemm2_case(c2);
   Gemm2Case c3;
   c3.rows = {0, 1, 3, 17, 0, 1, 9, 1, 0, 4, 0, 2};

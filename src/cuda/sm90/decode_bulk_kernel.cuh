@@ -10,8 +10,8 @@
 // session, with equal per-kernel durations under ncu: the difference is in the launch chain,
 // not yet explained. The launcher takes this kernel at <= kDecodeBulkMaxRows expected rows.
 //
-// kSpec (decode_gemm.h, DecodeSpec): the tile list from the caller's ids and the first tile's
-// first kStages stages of weights before pdl::wait(); GEMM1 given its own inputs (DecodeSpec::x,
+// kSpec (decode_gemm.h, DecodeSpec): the tile list from the caller's ids and (spec.preload) the
+// first tile's first kStages stages of weights before pdl::wait(); GEMM1 given its own inputs (DecodeSpec::x,
 // W4A16) reads the caller's rows and SiTU parameters and waits only before it exits, so it
 // runs beside the glue kernel that precedes it.
 #pragma once
@@ -119,8 +119,8 @@ __device__ __forceinline__ int own_row_token(const DecodeSpec& spec, int num_exp
   return token;
 }
 
-// kSpec (decode_gemm.h, DecodeSpec): the tile list from spec.ids and the first tile's first
-// kStages stages of weights requested before pdl::wait(); for GEMM1 on its own inputs, no wait
+// kSpec (decode_gemm.h, DecodeSpec): the tile list from spec.ids and (spec.preload) the first
+// tile's first kStages stages of weights requested before pdl::wait(); for GEMM1 on its own inputs, no wait
 // before the mainloop at all (own_row_token, finish_tile's kOwn).
 template <int S, bool kGemm1, bool kSpec>
 __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
@@ -176,7 +176,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     build_tile_prefix_from_ids<kBN, kBulkThreads, kMaxExperts>(
         p, spec.ids, spec.pairs, spec.expert_start, m_tiles, sPrefix, sWarp, sSpan);
     if constexpr (S > 1) cluster_sync_all();  // peers' barriers exist before any remote arrive
-    if (warp == 4 && cid < sPrefix[p.num_experts]) {
+    if (spec.preload && warp == 4 && cid < sPrefix[p.num_experts]) {
       const TileInfo ti =
           walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, cid, lane);
       const uint8_t* wq = weight_src(ti);

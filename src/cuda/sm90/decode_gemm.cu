@@ -31,9 +31,10 @@ int mainloop_from_env() {
 }
 std::atomic<int> g_mainloop{mainloop_from_env()};
 
-// The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC=0..3.
+// The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC, a bit set
+// (0..15; every other bit builds on kDecodeSpecTiles).
 int valid_spec(int m) {
-  return m == kDecodeSpecTiles || m == kDecodeSpecEarlyGemm2 || m == kDecodeSpecOwnInputs ? m : 0;
+  return m <= 0 || m > kDecodeSpecAll ? kDecodeSpecOff : m | kDecodeSpecTiles;
 }
 int spec_from_env() {
   const char* env = std::getenv("MXMOE_DECODE_SPEC");
@@ -183,8 +184,9 @@ cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split
 }
 
 // The DecodeSpec of a launch (decode_gemm.h): the ids when the mode asks for them and the
-// problem has them; for GEMM1 on the bulk ring the early trigger from kDecodeSpecEarlyGemm2 on,
-// and its own inputs under kDecodeSpecOwnInputs when given and usable by bulk copies.
+// problem has them, and the mode's preload; for GEMM1 on the bulk ring the early trigger
+// (kDecodeSpecEarlyGemm2), and its own inputs (kDecodeSpecOwnInputs) when given and usable by
+// bulk copies.
 template <bool kGemm1>
 DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
                    const Gemm1OwnInputs* own) {
@@ -197,10 +199,11 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
   s.ids = g.route_ids;
   s.pairs = g.route_pairs;
   s.expert_start = g.route_expert_start;
-  s.trigger = kGemm1 && bulk && mode >= kDecodeSpecEarlyGemm2 ? 1 : 0;
+  s.preload = (mode & kDecodeSpecPreload) != 0 ? 1 : 0;
+  s.trigger = kGemm1 && bulk && (mode & kDecodeSpecEarlyGemm2) != 0 ? 1 : 0;
   // (W4A16 only: the rows go to the MMA as they are, so a GEMM1 that requantizes h, W4A8's,
   // never takes them.)
-  if (kGemm1 && bulk && mode == kDecodeSpecOwnInputs && own != nullptr && own->x != nullptr &&
+  if (kGemm1 && bulk && (mode & kDecodeSpecOwnInputs) != 0 && own != nullptr && own->x != nullptr &&
       !a.mxfp8_out && (reinterpret_cast<uintptr_t>(own->x) & 15u) == 0 &&
       own->x_stride >= a.K && own->x_stride % 8 == 0 && own->top_k >= 1) {
     s.x = own->x;

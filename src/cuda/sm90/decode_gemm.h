@@ -59,6 +59,7 @@ struct DecodeSpec {
   const int32_t* ids = nullptr;  // null: the tile list from the offsets, after the wait
   int pairs = 0;
   int expert_start = 0;
+  int preload = 0;  // the first tile's weights requested before the wait
   int trigger = 0;  // GEMM1: trigger the dependent (GEMM2) right after its own wait
   // GEMM1 on its own inputs (x non-null; Gemm1OwnInputs): the token rows straight from the
   // caller's x, row p's token found in the ids (the glue's stable grouping: the pairs of an
@@ -72,18 +73,23 @@ struct DecodeSpec {
   const float* per_expert_linear_beta = nullptr;
   float beta = 0.0f, linear_beta = 0.0f;
 };
-// MXMOE_DECODE_SPEC (read once per process; decode_set_spec for tests): 0 off (the default until
-// the H200 has timed it); 1 both decode GEMMs take their tile list from route_ids before the
-// wait; 2 as 1, and GEMM1 on the bulk ring also triggers GEMM2 right after its own wait, so
-// GEMM2's CTAs start their weight loads on the SMs that GEMM1's split-K ranks > 0 leave while
-// its rank-0 CTAs reduce and store (the register mainloop's GEMM1 keeps its late trigger:
-// bench/NOTES.md D round 8); 3 as 2, and GEMM1 on the bulk ring, when given its own inputs
-// (Gemm1Params::own: W4A16 on the caller's BF16 rows), runs beside the glue instead of after it.
+// MXMOE_DECODE_SPEC (read once per process; decode_set_spec for tests): a bit set, 0 off (the
+// default until the H200 has timed it); any other value includes kDecodeSpecTiles, both decode
+// GEMMs taking their tile list from route_ids before the wait. The other bits add:
+// - kDecodeSpecPreload: the first tile's weights requested before the wait;
+// - kDecodeSpecEarlyGemm2: GEMM1 on the bulk ring triggers GEMM2 right after its own wait, so
+//   GEMM2's CTAs start on the SMs that GEMM1's split-K ranks > 0 leave while its rank-0 CTAs
+//   reduce and store (the register mainloop's GEMM1 keeps its late trigger: bench/NOTES.md
+//   D round 8);
+// - kDecodeSpecOwnInputs: GEMM1 on the bulk ring, when given its own inputs (Gemm1Params::own:
+//   W4A16 on the caller's BF16 rows), runs beside the glue instead of after it.
 // Kernels of split 8 (only when forced) never speculate.
 constexpr int kDecodeSpecOff = 0;
 constexpr int kDecodeSpecTiles = 1;
-constexpr int kDecodeSpecEarlyGemm2 = 2;
-constexpr int kDecodeSpecOwnInputs = 3;
+constexpr int kDecodeSpecPreload = 2;
+constexpr int kDecodeSpecEarlyGemm2 = 4;
+constexpr int kDecodeSpecOwnInputs = 8;
+constexpr int kDecodeSpecAll = 15;
 void decode_set_spec(int mode);
 
 // The K split (1, 2 or 4 CTAs of a cluster per tile; 8 only when forced) for m_tiles 64-row

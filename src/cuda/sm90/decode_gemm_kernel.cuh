@@ -33,8 +33,9 @@
 //    counters: nothing to zero, graph replays need no reset.
 //  - Persistent grid: cluster c walks tiles c, c + clusters, ...
 //  - kSpec (decode_gemm.h, DecodeSpec; both mainloops): the tile list comes from the caller's
-//    top-k ids, so the first tile's weights are requested before pdl::wait() and only its token
-//    rows wait for the previous kernel. Same tiles in the same order: the same bits.
+//    top-k ids, so (spec.preload) the first tile's weights may be requested before pdl::wait()
+//    and only its token rows wait for the previous kernel. Same tiles in the same order: the
+//    same bits.
 //  - Epilogues: GEMM1 the tiled kernel's for BN = 16 (same situ_glu, same MX block = the tile's
 //    32 intermediates of a token, same staging and 16-byte stores); GEMM2 the same values
 //    (gemm2_store.cuh) stored from the accumulators. So the numerics are identical.
@@ -418,8 +419,8 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
 }
 
 
-// kSpec (decode_gemm.h, DecodeSpec): the tile list from spec.ids and the first tile's first
-// kDepth steps of weights loaded before pdl::wait(); its token rows after it.
+// kSpec (decode_gemm.h, DecodeSpec): the tile list from spec.ids and (spec.preload) the first
+// tile's first kDepth steps of weights loaded before pdl::wait(); its token rows after it.
 template <int S, bool kGemm1, bool kSpec>
 __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     decode_gemm_kernel(const KernelArgs p, const DecodeSpec spec) {
@@ -515,12 +516,19 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
   TileInfo ti{};
   if (tile < total) {
     ti = walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile, lane);
-    if constexpr (kSpec) start_weights(ti); else start_tile(ti);
+    if constexpr (kSpec) {
+      if (spec.preload) start_weights(ti);
+    } else {
+      start_tile(ti);
+    }
   }
   if constexpr (kSpec) {
     pdl::wait();  // the token rows (and offsets, rows, h) come from earlier kernels
     if (!kGemm1 || spec.trigger) pdl::launch_dependents();
-    if (tile < total) start_chunks(ti);
+    if (tile < total) {
+      if (!spec.preload) start_weights(ti);
+      start_chunks(ti);
+    }
   }
   for (; tile < total; tile += nclu) {
     const uint8_t* wq = frag_ptr(ti);
