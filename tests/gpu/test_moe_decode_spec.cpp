@@ -28,6 +28,9 @@ using sm90::kDecodeSpecTiles;
 // The modes compared with mode 0 (decode_gemm.h: a bit set).
 constexpr int kModes[] = {kDecodeSpecTiles,
                           kDecodeSpecTiles | kDecodeSpecPreload,
+                          kDecodeSpecEarlyGemm2,
+                          sm90::kDecodeSpecEarlyGemm2OneTile,
+                          kDecodeSpecTiles | sm90::kDecodeSpecEarlyGemm2OneTile,
                           kDecodeSpecTiles | kDecodeSpecEarlyGemm2,
                           kDecodeSpecTiles | kDecodeSpecPreload | kDecodeSpecEarlyGemm2,
                           kDecodeSpecTiles | kDecodeSpecEarlyGemm2 | kDecodeSpecOwnInputs,
@@ -177,13 +180,13 @@ TEST(MoeDecodeSpec, EagerModesBitIdentical) {
 }
 
 TEST(MoeDecodeSpec, GraphReplayReadsEachReplaysIds) {
-  // Captured once under each of two modes (every bit; the early trigger and own inputs without
-  // the preload), replayed after new ids and activations were written: each replay equals an
-  // eager mode-0 run on the same inputs.
+  // Captured once under each of three modes (every bit; the early trigger and own inputs
+  // without the preload; the one-tile trigger without the ids), replayed after new ids and
+  // activations were written: each replay equals an eager mode-0 run on the same inputs.
   MXMOE_REQUIRE_SM90();
   auto g = make_gpu_layer(kE, kH, kI, kK, kStart, kCount, 602);
   ASSERT_TRUE(g);
-  for (int mode : {sm90::kDecodeSpecAll, kModes[kNumModes - 2]}) {
+  for (int mode : {sm90::kDecodeSpecAll, kModes[kNumModes - 2], kModes[3]}) {
     for (Backend backend : {Backend::kW4A16, Backend::kW4A8}) {
       for (int T : {1, 3}) {
         MoeRun run(*g, T, backend);

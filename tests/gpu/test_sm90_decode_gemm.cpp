@@ -229,7 +229,8 @@ INSTANTIATE_TEST_SUITE_P(Spec, Sm90DecodeSplitK,
                                             ::testing::Values(
                                                 kDecodeSpecTiles,
                                                 kDecodeSpecTiles | kDecodeSpecPreload,
-                                                kDecodeSpecTiles | kDecodeSpecEarlyGemm2,
+                                                kDecodeSpecEarlyGemm2,
+                                                kDecodeSpecTiles | kDecodeSpecEarlyGemm2OneTile,
                                                 kDecodeSpecAll)));
 
 TEST(Sm90DecodeGemm, KimiSizes) {

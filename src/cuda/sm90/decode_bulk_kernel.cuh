@@ -199,7 +199,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
       }
     }
     if (!own) pdl::wait();  // offsets, rows, activations: written by earlier kernels
-    if (!kGemm1 || spec.trigger) pdl::launch_dependents();
+    if constexpr (!kGemm1) pdl::launch_dependents();
   } else {
     // Everything below reads what earlier kernels of the chain wrote (offsets, rows,
     // activations).
@@ -210,6 +210,12 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     if constexpr (S > 1) cluster_sync_all();   // peers' barriers exist before any remote arrive
   }
   const int total = sPrefix[p.num_experts];
+  // GEMM1's early trigger (DecodeSpec::trigger): GEMM2's CTAs start while this grid finishes.
+  if constexpr (kGemm1) {
+    if (spec.trigger == kTriggerAlways || (spec.trigger == kTriggerOneTile && total <= nclu)) {
+      pdl::launch_dependents();
+    }
+  }
 
   if (warp == 4) {
     // ================= producer warp =================

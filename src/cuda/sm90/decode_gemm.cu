@@ -32,9 +32,10 @@ int mainloop_from_env() {
 std::atomic<int> g_mainloop{mainloop_from_env()};
 
 // The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC, a bit set
-// (0..15; every other bit builds on kDecodeSpecTiles).
+// (0..31; the preload and own inputs build on kDecodeSpecTiles).
 int valid_spec(int m) {
-  return m <= 0 || m > kDecodeSpecAll ? kDecodeSpecOff : m | kDecodeSpecTiles;
+  if (m <= 0 || m > 31) return kDecodeSpecOff;
+  return (m & (kDecodeSpecPreload | kDecodeSpecOwnInputs)) != 0 ? m | kDecodeSpecTiles : m;
 }
 int spec_from_env() {
   const char* env = std::getenv("MXMOE_DECODE_SPEC");
@@ -183,16 +184,21 @@ cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split
   }
 }
 
-// The DecodeSpec of a launch (decode_gemm.h): the ids when the mode asks for them and the
-// problem has them, and the mode's preload; for GEMM1 on the bulk ring the early trigger
-// (kDecodeSpecEarlyGemm2), and its own inputs (kDecodeSpecOwnInputs) when given and usable by
+// The DecodeSpec of a launch (decode_gemm.h): for GEMM1 on the bulk ring the early trigger;
+// the ids when the mode asks for them and the problem has them, with the mode's preload, and
+// for GEMM1 on the bulk ring its own inputs (kDecodeSpecOwnInputs) when given and usable by
 // bulk copies.
 template <bool kGemm1>
 DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
                    const Gemm1OwnInputs* own) {
   DecodeSpec s;
   const int mode = g_spec.load(std::memory_order_relaxed);
-  if (mode == kDecodeSpecOff || g.route_ids == nullptr || g.route_pairs <= 0 ||
+  if (kGemm1 && bulk) {
+    s.trigger = (mode & kDecodeSpecEarlyGemm2) != 0          ? kTriggerAlways
+                : (mode & kDecodeSpecEarlyGemm2OneTile) != 0 ? kTriggerOneTile
+                                                             : 0;
+  }
+  if ((mode & kDecodeSpecTiles) == 0 || g.route_ids == nullptr || g.route_pairs <= 0 ||
       g.route_pairs > g.max_rows) {
     return s;
   }
@@ -200,7 +206,6 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
   s.pairs = g.route_pairs;
   s.expert_start = g.route_expert_start;
   s.preload = (mode & kDecodeSpecPreload) != 0 ? 1 : 0;
-  s.trigger = kGemm1 && bulk && (mode & kDecodeSpecEarlyGemm2) != 0 ? 1 : 0;
   // (W4A16 only: the rows go to the MMA as they are, so a GEMM1 that requantizes h, W4A8's,
   // never takes them.)
   if (kGemm1 && bulk && (mode & kDecodeSpecOwnInputs) != 0 && own != nullptr && own->x != nullptr &&
