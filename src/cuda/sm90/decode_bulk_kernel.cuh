@@ -212,7 +212,9 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
   const int total = sPrefix[p.num_experts];
   // GEMM1's early trigger (DecodeSpec::trigger): GEMM2's CTAs start while this grid finishes.
   if constexpr (kGemm1) {
-    if (spec.trigger == kTriggerAlways || (spec.trigger == kTriggerOneTile && total <= nclu)) {
+    if (spec.trigger == kTriggerAlways ||
+        (S > 1 && (spec.trigger == kTriggerSplit ||
+                   (spec.trigger == kTriggerSplitOneTile && total <= nclu)))) {
       pdl::launch_dependents();
     }
   }

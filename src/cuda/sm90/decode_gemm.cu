@@ -32,9 +32,9 @@ int mainloop_from_env() {
 std::atomic<int> g_mainloop{mainloop_from_env()};
 
 // The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC, a bit set
-// (0..31; the preload and own inputs build on kDecodeSpecTiles).
+// (0..63; the preload and own inputs build on kDecodeSpecTiles).
 int valid_spec(int m) {
-  if (m <= 0 || m > 31) return kDecodeSpecOff;
+  if (m <= 0 || m > 63) return kDecodeSpecOff;
   return (m & (kDecodeSpecPreload | kDecodeSpecOwnInputs)) != 0 ? m | kDecodeSpecTiles : m;
 }
 int spec_from_env() {
@@ -195,7 +195,8 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
   const int mode = g_spec.load(std::memory_order_relaxed);
   if (kGemm1 && bulk) {
     s.trigger = (mode & kDecodeSpecEarlyGemm2) != 0          ? kTriggerAlways
-                : (mode & kDecodeSpecEarlyGemm2OneTile) != 0 ? kTriggerOneTile
+                : (mode & kDecodeSpecEarlyGemm2Split) != 0   ? kTriggerSplit
+                : (mode & kDecodeSpecEarlyGemm2OneTile) != 0 ? kTriggerSplitOneTile
                                                              : 0;
   }
   if ((mode & kDecodeSpecTiles) == 0 || g.route_ids == nullptr || g.route_pairs <= 0 ||

@@ -55,16 +55,18 @@ void decode_set_mainloop(int m);
 // Why reading the ids before the wait is safe: every kernel of run_moe's chain waits before it
 // triggers its dependents (smxx/pdl.cuh), so a kernel of the chain starts only after everything
 // before the chain has completed; the ids are written before it (GroupedProblem::route_ids).
-// GEMM1's early trigger of GEMM2 (DecodeSpec::trigger), once its tile list is known: always, or
-// only when every cluster has at most one tile (the grid's clusters >= its tiles).
+// GEMM1's early trigger of GEMM2 (DecodeSpec::trigger), once its tile list is known: always;
+// only when split (so its ranks > 0 leave their SMs before rank 0 has reduced); only when split
+// and every cluster has at most one tile (the grid's clusters >= its tiles).
 constexpr int kTriggerAlways = 1;
-constexpr int kTriggerOneTile = 2;
+constexpr int kTriggerSplit = 2;
+constexpr int kTriggerSplitOneTile = 3;
 struct DecodeSpec {
   const int32_t* ids = nullptr;  // null: the tile list from the offsets, after the wait
   int pairs = 0;
   int expert_start = 0;
   int preload = 0;  // the first tile's weights requested before the wait
-  int trigger = 0;  // GEMM1 on the bulk ring: kTriggerAlways / kTriggerOneTile, else 0
+  int trigger = 0;  // GEMM1 on the bulk ring: kTrigger*, else 0
   // GEMM1 on its own inputs (x non-null; Gemm1OwnInputs): the token rows straight from the
   // caller's x, row p's token found in the ids (the glue's stable grouping: the pairs of an
   // expert in pair order, token = pair / k), and the SiTU parameters by the glue's own rule
@@ -84,8 +86,9 @@ struct DecodeSpec {
 // - kDecodeSpecEarlyGemm2: GEMM1 on the bulk ring triggers GEMM2 once it knows its tiles (after
 //   its wait), so GEMM2's CTAs start on the SMs that GEMM1's split-K ranks > 0 leave while its
 //   rank-0 CTAs reduce and store (the register mainloop's GEMM1 keeps its late trigger:
-//   bench/NOTES.md D round 8); kDecodeSpecEarlyGemm2OneTile: the same, only when each of its
-//   clusters has at most one tile (with or without the ids);
+//   bench/NOTES.md D round 8); kDecodeSpecEarlyGemm2Split: the same, only when GEMM1 is split
+//   (with or without the ids); kDecodeSpecEarlyGemm2OneTile: only when split and each cluster
+//   has at most one tile;
 // - kDecodeSpecOwnInputs (implies Tiles): GEMM1 on the bulk ring, when given its own inputs
 //   (Gemm1Params::own: W4A16 on the caller's BF16 rows), runs beside the glue instead of after.
 // Kernels of split 8 (only when forced) never take the ids.
@@ -95,7 +98,8 @@ constexpr int kDecodeSpecPreload = 2;
 constexpr int kDecodeSpecEarlyGemm2 = 4;
 constexpr int kDecodeSpecOwnInputs = 8;
 constexpr int kDecodeSpecEarlyGemm2OneTile = 16;
-constexpr int kDecodeSpecAll = 15;  // every bit but the one-tile trigger
+constexpr int kDecodeSpecEarlyGemm2Split = 32;
+constexpr int kDecodeSpecAll = 15;  // every bit but the narrower triggers
 void decode_set_spec(int mode);
 
 // The K split (1, 2 or 4 CTAs of a cluster per tile; 8 only when forced) for m_tiles 64-row
