@@ -274,7 +274,8 @@ struct SpecCase {
     g->route_pairs = static_cast<int>(v.size());
     g->route_expert_start = kSpecStart;
   }
-  ~SpecCase() { decode_set_spec(0); }
+  int saved = decode_spec();
+  ~SpecCase() { decode_set_spec(saved); }
   // Run 0 without speculation, the others with it: the runs' bit identity is the check.
   void before_run(int run) const {
     if (mode != 0) decode_set_spec(run == 0 ? 0 : mode);

@@ -31,6 +31,7 @@ constexpr int kModes[] = {kDecodeSpecTiles,
                           kDecodeSpecEarlyGemm2,
                           sm90::kDecodeSpecEarlyGemm2OneTile,
                           sm90::kDecodeSpecEarlyGemm2Split,
+                          sm90::kDecodeSpecSmall,
                           kDecodeSpecTiles | sm90::kDecodeSpecEarlyGemm2OneTile,
                           kDecodeSpecTiles | kDecodeSpecEarlyGemm2,
                           kDecodeSpecTiles | kDecodeSpecPreload | kDecodeSpecEarlyGemm2,
@@ -44,12 +45,13 @@ constexpr int kE = 64, kH = 1024, kI = 256, kK = 4, kStart = 16, kCount = 16;
 
 // The process's decode knobs back to their rules however a test ends.
 struct Knobs {
+  int saved_spec = sm90::decode_spec();
   Knobs(int mainloop, int spec) {
     sm90::decode_set_mainloop(mainloop);
     sm90::decode_set_spec(spec);
   }
   ~Knobs() {
-    sm90::decode_set_spec(0);
+    sm90::decode_set_spec(saved_spec);
     sm90::decode_set_mainloop(0);
   }
 };
@@ -181,13 +183,14 @@ TEST(MoeDecodeSpec, EagerModesBitIdentical) {
 }
 
 TEST(MoeDecodeSpec, GraphReplayReadsEachReplaysIds) {
-  // Captured once under each of three modes (every bit; the early trigger and own inputs
-  // without the preload; the one-tile trigger without the ids), replayed after new ids and
+  // Captured once under each of four modes (every bit; the early trigger and own inputs
+  // without the preload; the one-tile trigger without the ids; the default rule), replayed after new ids and
   // activations were written: each replay equals an eager mode-0 run on the same inputs.
   MXMOE_REQUIRE_SM90();
   auto g = make_gpu_layer(kE, kH, kI, kK, kStart, kCount, 602);
   ASSERT_TRUE(g);
-  for (int mode : {sm90::kDecodeSpecAll, kModes[kNumModes - 2], kModes[3]}) {
+  for (int mode :
+       {sm90::kDecodeSpecAll, kModes[kNumModes - 2], kModes[3], sm90::kDecodeSpecSmall}) {
     for (Backend backend : {Backend::kW4A16, Backend::kW4A8}) {
       for (int T : {1, 3}) {
         MoeRun run(*g, T, backend);
@@ -213,7 +216,10 @@ TEST(MoeDecodeSpec, GraphReplayReadsEachReplaysIds) {
           CUDA_OK(cudaStreamSynchronize(st));
           std::vector<float> replay, direct;
           CUDA_OK(run.out.download(&replay));
-          run.eager(*g, &direct);  // mode 0 (Knobs' destructor)
+          {
+            const Knobs off(0, 0);  // mode 0
+            run.eager(*g, &direct);
+          }
           const std::string label = "spec graph mode " + std::to_string(mode) + " " +
                                     backend_name(backend) + " T=" + std::to_string(T) + " seed " +
                                     std::to_string(seed);

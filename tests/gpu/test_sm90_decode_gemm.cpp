@@ -231,7 +231,7 @@ INSTANTIATE_TEST_SUITE_P(Spec, Sm90DecodeSplitK,
                                                 kDecodeSpecTiles | kDecodeSpecPreload,
                                                 kDecodeSpecEarlyGemm2,
                                                 kDecodeSpecTiles | kDecodeSpecEarlyGemm2OneTile,
-                                                kDecodeSpecAll)));
+                                                kDecodeSpecAll, kDecodeSpecSmall)));
 
 TEST(Sm90DecodeGemm, KimiSizes) {
   MXMOE_REQUIRE_SM90();

@@ -32,14 +32,15 @@ int mainloop_from_env() {
 std::atomic<int> g_mainloop{mainloop_from_env()};
 
 // The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC, a bit set
-// (0..63; the preload and own inputs build on kDecodeSpecTiles).
+// (0..127; the preload and own inputs build on kDecodeSpecTiles; kDecodeSpecSmall stands alone).
 int valid_spec(int m) {
-  if (m <= 0 || m > 63) return kDecodeSpecOff;
+  if (m <= 0 || m > 127) return kDecodeSpecOff;
+  if ((m & kDecodeSpecSmall) != 0) return kDecodeSpecSmall;
   return (m & (kDecodeSpecPreload | kDecodeSpecOwnInputs)) != 0 ? m | kDecodeSpecTiles : m;
 }
 int spec_from_env() {
   const char* env = std::getenv("MXMOE_DECODE_SPEC");
-  return valid_spec(env != nullptr ? std::atoi(env) : kDecodeSpecOff);
+  return env != nullptr ? valid_spec(std::atoi(env)) : kDecodeSpecDefault;
 }
 std::atomic<int> g_spec{spec_from_env()};
 
@@ -192,7 +193,15 @@ template <bool kGemm1>
 DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
                    const Gemm1OwnInputs* own) {
   DecodeSpec s;
-  const int mode = g_spec.load(std::memory_order_relaxed);
+  int mode = g_spec.load(std::memory_order_relaxed);
+  if (mode == kDecodeSpecSmall) {
+    // GEMM2's expected weight stream (decode_gemm.h): both GEMMs see the same H x I per expert
+    // (GEMM1 M = 2 I, K = H; GEMM2 M = H, K = I), so both launches reach the same verdict.
+    const int64_t experts = std::min(a.num_experts, std::max(1, choice_rows(g)));
+    const int64_t bytes = experts * (kGemm1 ? a.M / 2 : a.M) * a.K / 2;
+    mode = bytes <= kDecodeSpecSmallBytes ? kDecodeSpecTiles | kDecodeSpecEarlyGemm2
+                                          : kDecodeSpecOff;
+  }
   if (kGemm1 && bulk) {
     s.trigger = (mode & kDecodeSpecEarlyGemm2) != 0          ? kTriggerAlways
                 : (mode & kDecodeSpecEarlyGemm2Split) != 0   ? kTriggerSplit
@@ -239,6 +248,7 @@ void decode_set_mainloop(int m) {
 }
 
 void decode_set_spec(int mode) { g_spec.store(valid_spec(mode), std::memory_order_relaxed); }
+int decode_spec() { return g_spec.load(std::memory_order_relaxed); }
 
 int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]) {
   const int64_t tiles =

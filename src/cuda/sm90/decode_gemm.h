@@ -79,8 +79,8 @@ struct DecodeSpec {
   const float* per_expert_linear_beta = nullptr;
   float beta = 0.0f, linear_beta = 0.0f;
 };
-// MXMOE_DECODE_SPEC (read once per process; decode_set_spec for tests): a bit set, 0 off (the
-// default until the H200 has timed it):
+// MXMOE_DECODE_SPEC (read once per process; decode_set_spec for tests): a bit set, 0 off,
+// default kDecodeSpecSmall (below):
 // - kDecodeSpecTiles: both decode GEMMs take their tile list from route_ids before the wait;
 // - kDecodeSpecPreload (implies Tiles): the first tile's weights requested before the wait;
 // - kDecodeSpecEarlyGemm2: GEMM1 on the bulk ring triggers GEMM2 once it knows its tiles (after
@@ -99,8 +99,18 @@ constexpr int kDecodeSpecEarlyGemm2 = 4;
 constexpr int kDecodeSpecOwnInputs = 8;
 constexpr int kDecodeSpecEarlyGemm2OneTile = 16;
 constexpr int kDecodeSpecEarlyGemm2Split = 32;
-constexpr int kDecodeSpecAll = 15;  // every bit but the narrower triggers
+constexpr int kDecodeSpecAll = 15;  // every bit but the narrower triggers and the rule
+// The rule, and the default: Tiles | EarlyGemm2 where the layer's expected GEMM2 weight stream
+// (the experts the rows hint reaches x H x I / 2 bytes) is at most kDecodeSpecSmallBytes, else
+// nothing. Measured on the H200 (bench/NOTES.md D round 21): the pair saves 1-2 us where that
+// stream is ~11 MB or less (EP16 T=1, TP8xEP4 T=1/2) and costs 4-5 us at 22-44 MB (EP16 T=2/4);
+// the tile list from the ids alone costs 0.5-2 us (it adds to GEMM2's start unless GEMM1's early
+// trigger hides it), so outside the rule neither runs.
+constexpr int kDecodeSpecSmall = 64;
+constexpr int kDecodeSpecDefault = kDecodeSpecSmall;
+constexpr int64_t kDecodeSpecSmallBytes = int64_t{12} << 20;
 void decode_set_spec(int mode);
+int decode_spec();  // the mode now in force (tests restore it)
 
 // The K split (1, 2 or 4 CTAs of a cluster per tile; 8 only when forced) for m_tiles 64-row
 // weight tiles, KT 64-wide K steps, at most max_rows pair rows over num_experts experts, when
