@@ -195,12 +195,12 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
   DecodeSpec s;
   int mode = g_spec.load(std::memory_order_relaxed);
   if (mode == kDecodeSpecSmall) {
-    // GEMM2's expected weight stream (decode_gemm.h): both GEMMs see the same H x I per expert
-    // (GEMM1 M = 2 I, K = H; GEMM2 M = H, K = I), so both launches reach the same verdict.
-    const int64_t experts = std::min(a.num_experts, std::max(1, choice_rows(g)));
-    const int64_t bytes = experts * (kGemm1 ? a.M / 2 : a.M) * a.K / 2;
-    mode = bytes <= kDecodeSpecSmallBytes ? kDecodeSpecTiles | kDecodeSpecEarlyGemm2
-                                          : kDecodeSpecOff;
+    // Both GEMMs see the same H x I per expert (GEMM1 M = 2 I, K = H; GEMM2 M = H, K = I) and
+    // the same rows hint, so both launches reach the same verdict.
+    const int64_t H = kGemm1 ? a.K : a.M, I = kGemm1 ? a.M / 2 : a.K;
+    mode = decode_spec_small(a.num_experts, choice_rows(g), H, I)
+               ? kDecodeSpecTiles | kDecodeSpecEarlyGemm2
+               : kDecodeSpecOff;
   }
   if (kGemm1 && bulk) {
     s.trigger = (mode & kDecodeSpecEarlyGemm2) != 0          ? kTriggerAlways
@@ -249,6 +249,11 @@ void decode_set_mainloop(int m) {
 
 void decode_set_spec(int mode) { g_spec.store(valid_spec(mode), std::memory_order_relaxed); }
 int decode_spec() { return g_spec.load(std::memory_order_relaxed); }
+
+bool decode_spec_small(int num_experts, int rows, int64_t H, int64_t I) {
+  const int64_t experts = std::max(1, std::min(num_experts, rows));
+  return experts * H * I / 2 <= kDecodeSpecSmallBytes;
+}
 
 int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]) {
   const int64_t tiles =

@@ -111,6 +111,9 @@ constexpr int kDecodeSpecDefault = kDecodeSpecSmall;
 constexpr int64_t kDecodeSpecSmallBytes = int64_t{12} << 20;
 void decode_set_spec(int mode);
 int decode_spec();  // the mode now in force (tests restore it)
+// kDecodeSpecSmall's test: the expected GEMM2 weight stream of a layer with num_experts local
+// experts of H x I, rows expected pair rows (the rows hint), is at most kDecodeSpecSmallBytes.
+bool decode_spec_small(int num_experts, int rows, int64_t H, int64_t I);
 
 // The K split (1, 2 or 4 CTAs of a cluster per tile; 8 only when forced) for m_tiles 64-row
 // weight tiles, KT 64-wide K steps, at most max_rows pair rows over num_experts experts, when
