@@ -968,6 +968,46 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
       }
 }
 
+// The GPU router alone at decode sizes (bench/NOTES.md, next steps after D round 21: with router
+// logits the chain costs 17-20 us more than with ids at T <= 8, while one warp's k rounds should
+// take a few us). Graph replays of launch_route_kimi over 896 experts, after an L2 flush and
+// warm, for k = 1 / 4 / 16 and both key stores: if the time hardly moves with k, the rounds are
+// not the cost; if it moves with the flush, the logits' and bias' DRAM reads are. A graph of one
+// 4-byte memset is the floor (launch + graph overhead).
+TEST(GpuGlueBench, DISABLED_RouteAlone) {
+  MXMOE_REQUIRE_SM90();
+  const int Et = 896;
+  const GlueBenchRig rig;
+  ASSERT_TRUE(rig.ok());
+  const cudaStream_t s = rig.s;
+  DevBuf<int32_t> rid(8 * 16);
+  DevBuf<float> rw(8 * 16), dlog, dbias;
+  auto floor_node = [&](cudaStream_t st) { cudaMemsetAsync(rid.get(), 0, 4, st); };
+  std::printf("ROUTEBENCH floor (one memset node) | flushed %6.2f us | warm %6.2f us\n",
+              rig.time_us(floor_node), time_graph_us(floor_node, s, rig.flush.get(), 0));
+  for (int T : {1, 8}) {
+    Rng r(T);
+    std::vector<float> logits(static_cast<size_t>(T) * Et), bias(Et);
+    for (auto& v : logits) v = 2.0f * r.normal();
+    for (auto& v : bias) v = 0.1f * r.normal();
+    CUDA_OK(dlog.upload(logits));
+    CUDA_OK(dbias.upload(bias));
+    for (int k : {1, 4, 16})
+      for (int reg : {smxx::kRouteRegMax, 0}) {
+        auto route = [&](cudaStream_t st) {
+          smxx::launch_route_kimi(dlog.get(), Et, dbias.get(), T, Et, k, true, 2.5f, rid.get(),
+                                  rw.get(), st, reg);
+        };
+        const float flushed = rig.time_us(route);
+        const float warm = time_graph_us(route, s, rig.flush.get(), 0);
+        CUDA_OK(cudaStreamSynchronize(s));
+        CUDA_OK(cudaGetLastError());
+        std::printf("ROUTEBENCH T=%d E=%d k=%2d keys=%-9s | flushed %6.2f us | warm %6.2f us\n", T,
+                    Et, k, reg ? "registers" : "shared", flushed, warm);
+      }
+  }
+}
+
 // The glue at prefill sizes, each kernel alone and the w4a16 chain (group, whose scan also
 // writes the SiTU parameters, -> combine), as run_moe launches them outside the fused
 // prologue; graph replays after an L2 flush (time_graph_us). Routing as `mxmoe bench`'s
