@@ -132,11 +132,12 @@ TEST(Sm90DecodeGemm, RejectsBadArguments) {
 
 // Parameters: (split_k (0 = the heuristic's choice), mainloop: kDecodeBulkRing or
 // kDecodeRegStream, DecodeSpec mode). Under a mode (decode_gemm.h, a bit set: the tile list from
-// the top-k ids; the first weights before pdl::wait() or after it; GEMM1's early trigger) a
-// case's run 0 launches without it and its other
-// runs, graph replays included, with it: every run must equal run 0 bit for bit, besides the CPU
-// check (sm90_gemm_check.h, SpecCase: the ids hold the case's rows plus ids no local expert
-// owns, shuffled).
+// the top-k ids; the first weights before pdl::wait() or after it; GEMM1's early trigger; the
+// small-GEMM2 rule) a case's run 0 launches with the mode off and its other runs, graph replays
+// included, with it: every run must equal run 0 bit for bit, besides the CPU check
+// (sm90_gemm_check.h, SpecCase: the ids hold the case's rows plus ids no local expert owns,
+// shuffled). Mode 0 (AllSplits) switches nothing: every run under the process's default (the
+// rule; these problems carry no ids, so at most GEMM1's early trigger).
 class Sm90DecodeSplitK : public ::testing::TestWithParam<std::tuple<int, int, int>> {
  protected:
   void SetUp() override { decode_set_mainloop(std::get<1>(GetParam())); }
