@@ -147,7 +147,7 @@ TEST(MoeDecodeSpec, EagerModesBitIdentical) {
   ASSERT_TRUE(g);
   int cases = 0, identical = 0;
   // Variants: 0 contiguous rows, scalar SiTU parameters; 1 rows 8 elements apart and
-  // per-expert parameters; 2 rows 4 elements apart (no longer 16-byte: mode 3 falls back).
+  // per-expert parameters; 2 rows 4 elements apart (no longer 16-byte: own inputs fall back).
   for (int variant = 0; variant < 3; ++variant) {
     for (Backend backend : {Backend::kW4A16, Backend::kW4A8}) {
       for (int mainloop : {0, sm90::kDecodeBulkRing, sm90::kDecodeRegStream}) {

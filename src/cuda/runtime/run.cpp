@@ -307,7 +307,7 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     g1.h_ready = c.h_ready;  // zeroed by the glue above
     // W4A16 on the caller's BF16 rows: what the glue would hand GEMM1 (rows copied bit for bit,
     // the SiTU parameters) is also in the caller's buffers, so the decode GEMM1 may run beside
-    // the glue instead of after it (sm90/decode_gemm.h, MXMOE_DECODE_SPEC=3; the launcher takes
+    // the glue instead of after it (sm90/decode_gemm.h, kDecodeSpecOwnInputs; the launcher takes
     // them only where its bulk copies can: 16-byte rows).
     if (caller_routing && !w4a8 && p.hidden_dtype == InputDType::kBf16) {
       g1.own.x = static_cast<const __nv_bfloat16*>(p.hidden);

@@ -11,9 +11,9 @@
 // not yet explained. The launcher takes this kernel at <= kDecodeBulkMaxRows expected rows.
 //
 // kSpec (decode_gemm.h, DecodeSpec): the tile list from the caller's ids and (spec.preload) the
-// first tile's first kStages stages of weights before pdl::wait(); GEMM1 given its own inputs (DecodeSpec::x,
-// W4A16) reads the caller's rows and SiTU parameters and waits only before it exits, so it
-// runs beside the glue kernel that precedes it.
+// first tile's first kStages stages of weights before pdl::wait(); GEMM1 given its own inputs
+// (DecodeSpec::own, W4A16) reads the caller's rows and SiTU parameters and waits only before it
+// exits, so it runs beside the glue kernel that precedes it.
 #pragma once
 
 #include "sm90/decode_gemm_kernel.cuh"
@@ -88,7 +88,7 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
                : "memory");
 }
 
-// GEMM1 on its own inputs (DecodeSpec::x): the token of row r of expert e's rows, i.e. of its
+// GEMM1 on its own inputs (DecodeSpec::own): the token of row r of expert e's rows, i.e. of its
 // r-th pair in pair order (the glue's stable grouping, x_row = pair / k), found in the ids 32
 // pairs per ballot, 128 pairs per round of loads (one L2 round trip per round, not per ballot:
 // the producer does this once per tile); lanes whose r is not a row of e get token 0 (unused).
@@ -111,7 +111,7 @@ __device__ __forceinline__ int own_row_token(const DecodeSpec& spec, int num_exp
       const int c = __popc(m);
       if (r >= seen && r < seen + c) {
         for (int q = seen; q < r; ++q) m &= m - 1;  // drop the pairs before the r-th
-        token = (w0 + 32 * j + __ffs(static_cast<int>(m)) - 1) / spec.k;
+        token = (w0 + 32 * j + __ffs(static_cast<int>(m)) - 1) / spec.own.top_k;
       }
       seen += c;
     }
@@ -120,8 +120,8 @@ __device__ __forceinline__ int own_row_token(const DecodeSpec& spec, int num_exp
 }
 
 // kSpec (decode_gemm.h, DecodeSpec): the tile list from spec.ids and (spec.preload) the first
-// tile's first kStages stages of weights requested before pdl::wait(); for GEMM1 on its own inputs, no wait
-// before the mainloop at all (own_row_token, finish_tile's kOwn).
+// tile's first kStages stages of weights requested before pdl::wait(); for GEMM1 on its own
+// inputs, no wait before the mainloop at all (own_row_token, finish_tile's kOwn).
 template <int S, bool kGemm1, bool kSpec>
 __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     decode_bulk_kernel(const KernelArgs p, const DecodeSpec spec) {
@@ -166,9 +166,9 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     return p.w_scales + ti.e * (mk / 32) + static_cast<int64_t>(ti.mt) * KT * kSBytes;
   };
   int pre = 0;  // stages of the first tile whose weights were requested before the wait
-  // GEMM1 on its own inputs (DecodeSpec::x): it reads nothing the chain writes, so it waits for
-  // the previous kernel only before it exits.
-  const bool own = kSpec && kGemm1 && spec.x != nullptr;
+  // GEMM1 on its own inputs (DecodeSpec::own): it reads nothing the chain writes, so it waits
+  // for the previous kernel only before it exits.
+  const bool own = kSpec && kGemm1 && spec.own.x != nullptr;
   if constexpr (kSpec) {
     // Nothing here reads what the chain writes: the ids were complete before it began, the
     // weights never change (decode_gemm.h, DecodeSpec). (The prefix's barriers publish the
@@ -240,7 +240,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
           const uint32_t span = ptx::lds_u32(sbase + L::kSpan + 4 * ti.e);
           const int r = ti.p0 - static_cast<int>(span & 0xFFFFu) + lane;  // rank in the expert
           const int token = own_row_token(spec, p.num_experts, ti.e, r, lane);
-          if (lane < ti.nrows) arow = spec.x + token * spec.x_stride;
+          if (lane < ti.nrows) arow = spec.own.x + token * spec.own.x_stride;
         } else if (lane < ti.nrows) {
           arow = glue_row();
         }

@@ -221,13 +221,7 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
   if (kGemm1 && bulk && (mode & kDecodeSpecOwnInputs) != 0 && own != nullptr && own->x != nullptr &&
       !a.mxfp8_out && (reinterpret_cast<uintptr_t>(own->x) & 15u) == 0 &&
       own->x_stride >= a.K && own->x_stride % 8 == 0 && own->top_k >= 1) {
-    s.x = own->x;
-    s.x_stride = own->x_stride;
-    s.k = own->top_k;
-    s.per_expert_beta = own->per_expert_beta;
-    s.per_expert_linear_beta = own->per_expert_linear_beta;
-    s.beta = own->beta;
-    s.linear_beta = own->linear_beta;
+    s.own = *own;
   }
   return s;
 }

@@ -49,9 +49,10 @@ void decode_set_mainloop(int m);
 // 10 us under ncu), and a GEMM's CTAs, launched early under PDL, sit in pdl::wait() until the
 // prologue is done although their weights depend on nothing it writes, only on which expert
 // each tile is. With the caller's ids (GroupedProblem::route_ids) a CTA builds its tile list
-// from the ids (tile_prefix.cuh, build_tile_prefix_from_ids) and issues its first tile's weight
-// loads (the ring's first stages, or the register mainloop's first kDepth steps) before the
-// wait; only the activation rows wait. Same tiles, same sums: bit-identical outputs.
+// from the ids (tile_prefix.cuh, build_tile_prefix_from_ids) before the wait, and may issue its
+// first tile's weight loads there too (preload: the ring's first stages, or the register
+// mainloop's first kDepth steps); only the activation rows wait. Same tiles, same sums:
+// bit-identical outputs.
 // Why reading the ids before the wait is safe: every kernel of run_moe's chain waits before it
 // triggers its dependents (smxx/pdl.cuh), so a kernel of the chain starts only after everything
 // before the chain has completed; the ids are written before it (GroupedProblem::route_ids).
@@ -67,17 +68,12 @@ struct DecodeSpec {
   int expert_start = 0;
   int preload = 0;  // the first tile's weights requested before the wait
   int trigger = 0;  // GEMM1 on the bulk ring: kTrigger*, else 0
-  // GEMM1 on its own inputs (x non-null; Gemm1OwnInputs): the token rows straight from the
-  // caller's x, row p's token found in the ids (the glue's stable grouping: the pairs of an
-  // expert in pair order, token = pair / k), and the SiTU parameters by the glue's own rule
+  // GEMM1 on its own inputs (own.x non-null): the token rows straight from the caller's x, row
+  // p's token found in the ids (the glue's stable grouping: the pairs of an expert in pair
+  // order, token = pair / top_k), and the SiTU parameters by the glue's own rule
   // (smxx/situ_fill.cuh). Nothing it reads is written by the chain, so it waits for the previous
   // kernel only before it exits (GEMM2's wait on it then covers the glue's outputs too).
-  const __nv_bfloat16* x = nullptr;
-  int64_t x_stride = 0;
-  int k = 0;
-  const float* per_expert_beta = nullptr;  // [global experts], or null: beta
-  const float* per_expert_linear_beta = nullptr;
-  float beta = 0.0f, linear_beta = 0.0f;
+  Gemm1OwnInputs own;
 };
 // MXMOE_DECODE_SPEC (read once per process; decode_set_spec for tests): a bit set, 0 off,
 // default kDecodeSpecSmall (below):

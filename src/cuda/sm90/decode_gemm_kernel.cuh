@@ -306,13 +306,13 @@ __device__ __forceinline__ Gemm2Cols gemm2_cols(const KernelArgs& p, const TileI
 // (S > 1: ranks > 0 hand their fp32 partial to rank 0 and return) and rank 0's epilogue.
 // n_red counts the split tiles done (the parity of the red barriers); last: the cluster's last
 // tile (rank 0 then frees no slot: the other ranks have exited or will without waiting).
-// kOwn (GEMM1 on its own inputs, decode_gemm.h DecodeSpec): when own.x is set, the SiTU
-// parameters by smxx/situ_fill.cuh's rule from own's caller arrays instead of p's local ones.
+// kOwn (GEMM1 on its own inputs, decode_gemm.h DecodeSpec): when spec.own.x is set, the SiTU
+// parameters by smxx/situ_fill.cuh's rule from the caller's arrays instead of p's local ones.
 template <int S, bool kGemm1, class L, bool kOwn = false>
 __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo& ti,
                                             const Gemm2Cols& cols, float (&d)[8], uint8_t* smem,
                                             uint32_t sbase, uint32_t rank, bool last,
-                                            int& n_red, const DecodeSpec own = DecodeSpec()) {
+                                            int& n_red, const DecodeSpec spec = DecodeSpec()) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
   const uint32_t bar_red_full = sbase + L::kRedBar, bar_red_free = bar_red_full + 8;
@@ -347,8 +347,9 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
     // ---- SiTU-GLU (+ MXFP8): grouped_gemm_kernel.cuh's BN = 16 epilogue ----
     const smxx::SituCoeffs sc = [&] {
       if constexpr (kOwn) {
+        const Gemm1OwnInputs& own = spec.own;
         if (own.x != nullptr) {
-          const int ge = own.expert_start + ti.e;  // the global id, as the glue's fill
+          const int ge = spec.expert_start + ti.e;  // the global id, as the glue's fill
           return smxx::situ_coeffs(
               own.per_expert_beta ? own.per_expert_beta[ge] : own.beta,
               own.per_expert_linear_beta ? own.per_expert_linear_beta[ge] : own.linear_beta);

@@ -81,15 +81,15 @@ struct CountedGemm1 {
 // began: the caller's BF16 rows (pair i of the route_ids reads row i / top_k; W4A16 only, where
 // the glue copies them bit for bit) and the SiTU parameters (the glue's rule: per_expert_* by
 // GLOBAL id when given, else the scalar). Used only by the decode kernel on the bulk ring under
-// MXMOE_DECODE_SPEC=3 (decode_gemm.h), with GroupedProblem::route_ids; x null: never.
+// MXMOE_DECODE_SPEC's kDecodeSpecOwnInputs (decode_gemm.h), with GroupedProblem::route_ids; x
+// null: never. (Also the kernel's own view of them: DecodeSpec::own.)
 struct Gemm1OwnInputs {
   const __nv_bfloat16* x = nullptr;  // 16-byte aligned, x_stride a multiple of 8 elements
   int64_t x_stride = 0;
   int top_k = 0;
-  const float* per_expert_beta = nullptr;
-  float beta = 0.0f;
+  const float* per_expert_beta = nullptr;  // [global experts], or null: beta
   const float* per_expert_linear_beta = nullptr;
-  float linear_beta = 0.0f;
+  float beta = 0.0f, linear_beta = 0.0f;
 };
 
 struct Gemm1Params {
