@@ -260,11 +260,13 @@ inline std::vector<int32_t> spec_ids_of(const std::vector<int>& rows, int extra,
   std::shuffle(ids.begin(), ids.end(), rng);
   return ids;
 }
-// A case's speculation: hands the ids to the problem and sets the process's mode (off again
-// when it goes out of scope, also on a failed assertion's early return). Mode 0: nothing.
+// A case's speculation: hands the ids to the problem and sets the process's mode (the mode it
+// found again when it goes out of scope, also on a failed assertion's early return). Mode 0:
+// nothing (the runs take the process's default).
 struct SpecCase {
   DevBuf<int32_t> ids;
   int mode;
+  int saved = decode_spec();
   SpecCase(int mode_, const std::vector<int>& rows, int extra, uint64_t seed, GroupedProblem* g)
       : mode(mode_) {
     if (mode == 0) return;
@@ -274,7 +276,6 @@ struct SpecCase {
     g->route_pairs = static_cast<int>(v.size());
     g->route_expert_start = kSpecStart;
   }
-  int saved = decode_spec();
   ~SpecCase() { decode_set_spec(saved); }
   // Run 0 without speculation, the others with it: the runs' bit identity is the check.
   void before_run(int run) const {
