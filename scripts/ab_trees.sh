@@ -12,8 +12,9 @@
 #   twice (a b a b), each run under `timeout` (a deadlocked variant costs its timeout, not the
 #   call), and prints a table last. Environment: AB_TOKENS (default 4096,8192,16384),
 #   AB_LAYOUTS (ep16,tp8ep4), AB_TIMEOUT (seconds per run, default 90), AB_GEMM=0 (end to end
-#   only, no GEMM-only runs), AB_TARGETS (ninja targets built per tree, default
-#   "test_sm90_grouped_gemm mxmoe"). Logs go to $OUT (else build-ab/logs).
+#   only, no GEMM-only runs), AB_ROUTER (the bench's --router, default ids), AB_TARGETS (ninja
+#   targets built per tree, default "test_sm90_grouped_gemm mxmoe"). Logs go to $OUT (else
+#   build-ab/logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/ab_tables.sh
@@ -63,7 +64,7 @@ if [[ " ${names[*]} " == *" . "* ]] && [ "${AB_GEMM:-1}" != 0 ]; then
 fi
 
 bench="--layouts ${AB_LAYOUTS:-ep16,tp8ep4} --tokens ${AB_TOKENS:-4096,8192,16384}"
-bench+=" --backends w4a16,w4a8 --routing uniform --router ids --no-baselines --budget 0.1"
+bench+=" --backends w4a16,w4a8 --routing uniform --router ${AB_ROUTER:-ids} --no-baselines --budget 0.1"
 tag_of() { echo "$(echo "$1" | tr -c 'A-Za-z0-9_\n' '_')_$2"; }  # $1 variant, $2 pass: log name
 run_variant() {  # $1 variant, $2 pass
   local n=${1%%@*} envs="" tag

@@ -53,20 +53,21 @@ TEST(Sm90DecodeSplit, HostHeuristic) {
 }
 
 TEST(Sm90DecodeSpec, SmallRuleHost) {
-  // The default rule's boundary (decode_gemm.h, kDecodeSpecSmall: bench/NOTES.md D round 21):
-  // the cases the H200 A/B saw gain (GEMM2 streams <= ~11 MB) in, those that lost out.
-  // EP16: 56 local experts of H 7168 x I 3072 (10.5 MiB each), rows hint = T.
-  EXPECT_TRUE(decode_spec_small(56, 1, 7168, 3072));
-  EXPECT_FALSE(decode_spec_small(56, 2, 7168, 3072));
-  EXPECT_FALSE(decode_spec_small(56, 4, 7168, 3072));
-  EXPECT_FALSE(decode_spec_small(56, 64, 7168, 3072));
-  // TP8 x EP4: 224 local experts of I 384 (1.3 MiB each), rows hint = 4 T.
-  EXPECT_TRUE(decode_spec_small(224, 4, 7168, 384));
-  EXPECT_TRUE(decode_spec_small(224, 8, 7168, 384));
-  EXPECT_FALSE(decode_spec_small(224, 16, 7168, 384));
+  // The default rule's boundary (decode_gemm.h, kDecodeSpecSmall: bench/NOTES.md D round 22):
+  // the cases the H200 A/Bs saw gain (GEMM2 streams <= ~5.5 MB) in, those that lost or were
+  // neutral out. Kimi-K3's routed experts are H = 3584 wide.
+  // EP16: 56 local experts of I 3072 (5.25 MiB each), rows hint = T.
+  EXPECT_TRUE(decode_spec_small(56, 1, 3584, 3072));
+  EXPECT_FALSE(decode_spec_small(56, 2, 3584, 3072));
+  EXPECT_FALSE(decode_spec_small(56, 4, 3584, 3072));
+  EXPECT_FALSE(decode_spec_small(56, 64, 3584, 3072));
+  // TP8 x EP4: 224 local experts of I 384 (0.66 MiB each), rows hint = 4 T.
+  EXPECT_TRUE(decode_spec_small(224, 4, 3584, 384));
+  EXPECT_TRUE(decode_spec_small(224, 8, 3584, 384));
+  EXPECT_FALSE(decode_spec_small(224, 16, 3584, 384));
   // The experts reached are capped by the local experts; no rows still count one expert.
-  EXPECT_TRUE(decode_spec_small(2, 1000, 7168, 384));
-  EXPECT_TRUE(decode_spec_small(56, 0, 7168, 3072));
+  EXPECT_TRUE(decode_spec_small(2, 1000, 3584, 384));
+  EXPECT_TRUE(decode_spec_small(56, 0, 3584, 3072));
 }
 
 TEST(Sm90DecodeGemm, RejectsBadArguments) {

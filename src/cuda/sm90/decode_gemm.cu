@@ -6,6 +6,7 @@
 // runs for a few us and host calls before the launch would show up as idle GPU time.
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
@@ -43,6 +44,24 @@ int spec_from_env() {
   return env != nullptr ? valid_spec(std::atoi(env)) : kDecodeSpecDefault;
 }
 std::atomic<int> g_spec{spec_from_env()};
+
+// MXMOE_DECODE_TRACE (set: on): each decode launch's choices to stderr when they differ from
+// the previous launch of the same GEMM, to see which kernels a benchmark or a chain runs.
+const bool g_trace = std::getenv("MXMOE_DECODE_TRACE") != nullptr;
+void trace_launch(bool gemm1, bool bulk, bool spec, int trigger, int S, int tiles, int experts,
+                  int M, int K, int64_t clusters) {
+  static std::mutex mu;
+  static int64_t last[2][9];
+  const int64_t now[9] = {bulk, spec, trigger, S, tiles, experts, M, K, clusters};
+  std::lock_guard<std::mutex> lock(mu);
+  if (std::equal(now, now + 9, last[gemm1])) return;
+  std::copy(now, now + 9, last[gemm1]);
+  std::fprintf(stderr,
+               "decode trace: GEMM%d %s spec %d trigger %d split %d tiles %d experts %d M %d K %d "
+               "clusters %lld\n",
+               gemm1 ? 1 : 2, bulk ? "bulk" : "register", spec ? 1 : 0, trigger, S, tiles,
+               experts, M, K, static_cast<long long>(clusters));
+}
 
 // kBulk: the bulk-copy ring (decode_bulk_kernel.cuh), else the register-streamed mainloop.
 // kSpec: the instantiation that reads the ids before the wait; split 8 (only when forced) has
@@ -149,6 +168,10 @@ cudaError_t launch_split(const KernelArgs& a, const DecodeSpec& spec, int64_t ti
   // (the CTAs loop over tiles, so a grid smaller than the real tile count is still correct).
   const int64_t fit = S == 1 ? slots : max_clusters > 0 ? max_clusters : slots * 3 / (4 * S);
   const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(fit, tile_bound));
+  if (g_trace) {
+    trace_launch(kGemm1, kBulk, kSpec, spec.trigger, S, static_cast<int>(tile_bound),
+                 a.num_experts, a.M, a.K, clusters);
+  }
   const dim3 grid(static_cast<unsigned>(clusters * S));
   return pdl::launch_pdl(kernel_of<S, kGemm1, kBulk, kSpec>(), grid, dim3(threads_of<kBulk>()),
                          smem_of<S, kBulk>(), stream, a, spec);

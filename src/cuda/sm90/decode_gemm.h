@@ -75,6 +75,8 @@ struct DecodeSpec {
   // kernel only before it exits (GEMM2's wait on it then covers the glue's outputs too).
   Gemm1OwnInputs own;
 };
+// MXMOE_DECODE_TRACE (set: on, read once per process): each decode launch's choices (mainloop,
+// spec, trigger, split, expected tiles, clusters) to stderr whenever they change.
 // MXMOE_DECODE_SPEC (read once per process; decode_set_spec for tests): a bit set, 0 off,
 // default kDecodeSpecSmall (below):
 // - kDecodeSpecTiles: both decode GEMMs take their tile list from route_ids before the wait;
@@ -98,13 +100,15 @@ constexpr int kDecodeSpecEarlyGemm2Split = 32;
 constexpr int kDecodeSpecAll = 15;  // every bit but the narrower triggers and the rule
 // The rule, and the default: Tiles | EarlyGemm2 where the layer's expected GEMM2 weight stream
 // (the experts the rows hint reaches x H x I / 2 bytes) is at most kDecodeSpecSmallBytes, else
-// nothing. Measured on the H200 (bench/NOTES.md D round 21): the pair saves 1-2 us where that
-// stream is ~11 MB or less (EP16 T=1, TP8xEP4 T=1/2) and costs 4-5 us at 22-44 MB (EP16 T=2/4);
-// the tile list from the ids alone costs 0.5-2 us (it adds to GEMM2's start unless GEMM1's early
-// trigger hides it), so outside the rule neither runs.
+// nothing. Measured on the H200 (bench/NOTES.md D rounds 21-22; Kimi-K3's routed experts are
+// H = 3584 wide, 5.25 MiB of GEMM2 weights per EP16 expert, 0.66 MiB per TP8xEP4 one): the pair
+// saves 1-2.5 us where that stream is ~5.5 MB or less (EP16 T=1, TP8xEP4 T=1/2), is neutral at
+// TP8xEP4's 11 MB (T=4) and costs 1-4 us at EP16's 11-22 MB (T=2/4); the tile list from the ids
+// alone costs 0.5-2 us (it adds to GEMM2's start unless GEMM1's early trigger hides it), so
+// outside the rule neither runs.
 constexpr int kDecodeSpecSmall = 64;
 constexpr int kDecodeSpecDefault = kDecodeSpecSmall;
-constexpr int64_t kDecodeSpecSmallBytes = int64_t{12} << 20;
+constexpr int64_t kDecodeSpecSmallBytes = int64_t{8} << 20;
 void decode_set_spec(int mode);
 int decode_spec();  // the mode now in force (tests restore it)
 // kDecodeSpecSmall's test: the expected GEMM2 weight stream of a layer with num_experts local
