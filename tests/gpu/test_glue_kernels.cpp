@@ -177,24 +177,35 @@ TEST(GpuRoute, SharedMemoryKeysBeyond1024Experts) {
 }
 // The register-key router (route_warp.cuh, E <= kRouteRegMax) against the shared-memory one,
 // bit for bit (ids and weights, NaN tokens included), over the cases above; the shared-memory
-// one is checked against route_kimi by the tests above.
+// one is checked against route_kimi by the tests above. The register version picks by its
+// threshold select (k <= 32) and falls back to the rounds when more than kRouteSelectMax keys
+// pass the threshold (the k-th best of the 32 lanes' bests): `clustered` makes that happen (no
+// bias; experts e held by lanes 0..15, e % 32 < 16, get logit 3 + 0.01 (e % 32), the rest lower,
+// so the threshold is lane 0's key and all ~15 x 28 keys of lanes 1..15 pass), and k > 32
+// always takes the rounds.
 TEST(GpuRoute, RegisterKeysMatchSharedMemoryKeysBitForBit) {
   MXMOE_REQUIRE_SM90();
-  struct C { int T, E, k; bool ties, nan, minus_inf; float shift; };
+  struct C { int T, E, k; bool ties, nan, minus_inf; float shift; bool clustered = false; };
   const C cases[] = {{131, 896, 16, false, false, false, 0.0f}, {9, 896, 16, true, false, false, 0.0f},
                      {5, 896, 16, false, false, false, -120.0f}, {8, 896, 16, false, true, false, 0.0f},
                      {6, 40, 16, false, false, true, 0.0f}, {33, 40, 40, false, false, false, 0.0f},
                      {17, 1024, 64, false, true, false, 0.0f}, {3, 33, 33, true, false, false, 0.0f},
-                     {4, 1, 1, false, false, false, 0.0f}};
+                     {4, 1, 1, false, false, false, 0.0f}, {11, 896, 16, false, false, false, 0.0f, true},
+                     {7, 896, 32, false, false, false, 0.0f, true}, {5, 896, 32, false, false, false, 0.0f},
+                     {6, 20, 16, false, false, false, 0.0f}};
   for (const C& c : cases) {
     SCOPED_TRACE(::testing::Message() << "T=" << c.T << " E=" << c.E << " k=" << c.k);
     Rng r(c.T * 7 + c.E);
     std::vector<float> logits(static_cast<size_t>(c.T) * c.E), bias(c.E);
-    for (auto& b : bias) b = c.ties ? 0.0f : 0.1f * r.normal();
+    for (auto& b : bias) b = c.ties || c.clustered ? 0.0f : 0.1f * r.normal();
     if (c.minus_inf)
       for (int e = 0; e < c.E; ++e) if (e % 7 != 3) bias[e] = -INFINITY;
-    for (size_t i = 0; i < logits.size(); ++i)
-      logits[i] = c.shift + (c.ties ? 0.25f * ((i / c.E) % 3) : 2.0f * r.normal());
+    for (size_t i = 0; i < logits.size(); ++i) {
+      const int lane = static_cast<int>(i % c.E) % 32;
+      logits[i] = c.clustered && lane < 16
+                      ? 3.0f + 0.01f * lane
+                      : c.shift + (c.ties ? 0.25f * ((i / c.E) % 3) : 2.0f * r.normal());
+    }
     if (c.nan) {
       logits[static_cast<size_t>(1) * c.E + c.E / 2] = NAN;
       for (int e = 0; e < c.E; ++e) logits[static_cast<size_t>(3) * c.E + e] = NAN;

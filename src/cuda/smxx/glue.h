@@ -23,6 +23,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "mxmoe/common.h"  // MXMOE_HD
+
 namespace mxmoe::smxx {
 
 // ---- quantize.cu ----
@@ -38,6 +40,17 @@ constexpr int kRouteMaxExperts = 6144;
 // (the shared-memory one is also checked against route_kimi); bench/NOTES.md G has the timings.
 constexpr int kRouteRegMax = 1024;
 constexpr int kRouteRegExperts = kRouteRegMax;
+// The register version's threshold select (route_warp.cuh, route_select_warp) ranks at most
+// kRouteSelectMax candidates in a per-warp scratch of kRouteSelectWords 32-bit words (8-byte
+// aligned): the candidates' (key, id) pairs, then the k <= 32 slot ids.
+constexpr int kRouteSelectMax = 64;
+constexpr int kRouteSelectWords = 2 * kRouteSelectMax + 32;
+// The per-warp scratch words the router needs for E experts: E keys (shared-memory version) or
+// the select's words (register version); even, so consecutive warps' scratch stays 8-byte aligned.
+MXMOE_HD int route_scratch_words(int E, int reg_experts = kRouteRegExperts) {
+  const int words = E <= reg_experts && E <= kRouteRegMax ? kRouteSelectWords : E;
+  return (words + 1) & ~1;
+}
 // reg_experts: tests force the register version (kRouteRegMax) or the shared-memory one (0).
 cudaError_t launch_route_kimi(const float* logits, int64_t logits_stride, const float* bias,
                               int T, int E, int k, bool renormalize, float scaling,

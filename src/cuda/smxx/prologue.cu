@@ -9,9 +9,10 @@
 //  - CTAs 1..Q quantize token rows r = blockIdx.x - 1 (+= Q) with quantize_row.cuh, the very
 //    routine of quantize.cu, while
 //  - CTA 0 fills the local beta / linear_beta, routes (route_warp.cuh: one warp per token, the
-//    routine of route.cu, each warp with E words of shared keys; when the tokens outnumber the
-//    warps, prologue_plan says route_first and route.cu's kernel runs before), and groups the
-//    T * k pairs: the pairs are cut into `chunks` contiguous chunks (one warp each);
+//    routine of route.cu, each warp with its route_scratch_words of shared memory; when the
+//    tokens outnumber the warps, prologue_plan says route_first and route.cu's kernel runs
+//    before), and groups the T * k pairs: the pairs are cut into `chunks` contiguous chunks
+//    (one warp each);
 //    per-(chunk, local expert) counts in shared memory, a scan down the chunks and across the
 //    experts gives expert_offsets and each chunk's first row per expert, and each warp walks its
 //    chunk 32 pairs at a time in pair order (__match_any_sync, ranks by lane order). The result
@@ -65,12 +66,13 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   const float* weights = a.weights;
   if (a.logits) {
     if (warp < a.route_warps)
-      for (int t = warp; t < a.T; t += a.route_warps)
+      for (int t = warp; t < a.T; t += a.route_warps) {
+        const size_t scratch = static_cast<size_t>(warp) * route_scratch_words(a.num_experts_total);
         route_token_warp(a.logits + static_cast<size_t>(t) * static_cast<size_t>(a.logits_stride),
-                         a.bias, a.num_experts_total, k, a.renormalize, a.scaling,
-                         smem + static_cast<size_t>(warp) * a.num_experts_total,
+                         a.bias, a.num_experts_total, k, a.renormalize, a.scaling, smem + scratch,
                          a.route_ids + static_cast<size_t>(t) * k,
                          a.route_weights + static_cast<size_t>(t) * k);
+      }
     ids = a.route_ids;
     weights = a.route_weights;
     __syncthreads();  // routes visible to the CTA; the key scratch becomes the counters
@@ -164,9 +166,8 @@ PrologueShape prologue_plan(int T, int k, int num_experts_total, int expert_coun
     // One warp routes one token in a few us (k argmax rounds over E keys): the CTA routes only
     // when every token gets its own warp; more tokens are routed first by route.cu's many-CTA
     // kernel (one more launch) instead of in several serial rounds here.
-    route_warps = num_experts_total <= std::min(kRouteRegExperts, kRouteRegMax)
-                      ? kWarps  // keys in registers: no shared memory
-                      : std::min<int64_t>(kWarps, words / num_experts_total);
+    // Keys in registers: each warp needs only the select's scratch (kRouteSelectWords).
+    route_warps = std::min<int64_t>(kWarps, words / route_scratch_words(num_experts_total));
     if (route_warps >= T) {
       route_warps = T;
     } else {
@@ -179,7 +180,7 @@ PrologueShape prologue_plan(int T, int k, int num_experts_total, int expert_coun
   s.route_warps = static_cast<int>(route_warps);
   s.quant_ctas = std::min(T, kMaxQuantCtas);
   const int64_t route_words =
-      num_experts_total <= std::min(kRouteRegExperts, kRouteRegMax) ? 0 : route_warps * num_experts_total;
+      route_warps > 0 ? route_warps * route_scratch_words(num_experts_total) : 0;
   s.smem_bytes = 4 * static_cast<size_t>(std::max<int64_t>(route_words, chunks * El + El + 1));
   return s;
 }

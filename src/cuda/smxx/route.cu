@@ -6,6 +6,7 @@
 // Layouts: logits row t at logits + t * logits_stride; ids / weights [T, k] contiguous.
 // Launched with PDL (smxx/pdl.cuh): waits before reading the logits.
 // Limitations: E <= kRouteMaxExperts (2 warps' keys in 48 KB of shared memory), k <= 64.
+// Shared memory per warp: route_scratch_words (glue.h).
 // sigmoid is formats.h's situ_sigmoid (1 / (1 + expf(-z))); device expf may differ from the
 // host's by an ulp, so exact-tie choices between host and device can differ only at such ulps.
 #include "smxx/glue.h"
@@ -20,7 +21,7 @@ constexpr int kWarpsPerBlock = 2;
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     route_kimi_kernel(const float* logits, int64_t stride, const float* bias, int T, int E, int k,
                       bool renormalize, float scaling, int32_t* ids, float* weights,
-                      int reg_experts) {
+                      int reg_experts, int scratch_words) {
   extern __shared__ uint32_t route_keys[];
   pdl::wait();
   pdl::launch_dependents();
@@ -28,7 +29,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   const int t = blockIdx.x * kWarpsPerBlock + warp;
   if (t >= T) return;  // whole warp leaves together: no block-wide barrier below
   route_token_warp(logits + static_cast<size_t>(t) * static_cast<size_t>(stride), bias, E, k,
-                   renormalize, scaling, route_keys + static_cast<size_t>(warp) * E,
+                   renormalize, scaling, route_keys + static_cast<size_t>(warp) * scratch_words,
                    ids + static_cast<size_t>(t) * k, weights + static_cast<size_t>(t) * k,
                    reg_experts);
 }
@@ -42,10 +43,11 @@ cudaError_t launch_route_kimi(const float* logits, int64_t logits_stride, const 
   if (T <= 0) return cudaSuccess;
   if (E <= 0 || E > kRouteMaxExperts || k <= 0 || k > 64 || k > E) return cudaErrorInvalidValue;
   const int blocks = (T + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  const size_t smem = static_cast<size_t>(kWarpsPerBlock) * E * sizeof(uint32_t);
+  const int words = route_scratch_words(E, reg_experts);
+  const size_t smem = static_cast<size_t>(kWarpsPerBlock) * words * sizeof(uint32_t);
   return pdl::launch_pdl(route_kimi_kernel, dim3(blocks), dim3(kWarpsPerBlock * 32), smem, stream,
                          logits, logits_stride, bias, T, E, k, renormalize, scaling, ids, weights,
-                         reg_experts);
+                         reg_experts, words);
 }
 
 }  // namespace mxmoe::smxx

@@ -2,13 +2,15 @@
 // shared by the route kernel (route.cu) and the fused decode prologue (prologue.cu).
 //
 // Algorithm: each expert's selection key c[e] = sigmoid(logit[e]) + bias[e] becomes an
-// order-preserving unsigned integer, in registers (E <= kRouteRegExperts: a round is two
-// redux.sync reductions, see route_token_warp_regs) or in shared memory (larger E), and the top k
-// are picked by k rounds of argmax. Shared-memory version: each lane scans its experts (e = lane,
-// lane + 32, ...; ascending, so a strict > keeps the lower id on ties), then a shuffle reduction
-// orders candidates by (key desc, id asc). The winner is retired by setting its key to 0, below every real key. Weights use s alone (the bias
-// only selects): w_j = s_j / (s_0 + ... + s_{k-1}) * scaling, summed in slot order in fp32.
-// Deterministic: no atomics, a fixed reduction tree.
+// order-preserving unsigned integer, in registers (E <= kRouteRegExperts, route_token_warp_regs:
+// a threshold select ranks the few keys that can be picked, route_select_warp, with k rounds of
+// argmax as its fallback) or in shared memory (larger E: k rounds of argmax). A round: each lane's
+// best (ascending ids, a strict > keeps the lower id on ties), then a warp reduction orders the
+// candidates by (key desc, id asc); the winner is retired by setting its key to 0, below every
+// real key. Weights use s alone (the bias only selects): w_j = s_j / (s_0 + ... + s_{k-1}) *
+// scaling, summed in slot order in fp32. Deterministic: no atomics, fixed reduction orders; all
+// three ways pick the same experts and weights bit for bit (tests/gpu/test_route_warp_sim.cpp
+// runs this routine on the CPU; GpuRoute.* on the device).
 //
 // Key order: finite keys and +-Inf in numeric order (-0 == +0), then NaN keys, then retired ones.
 // So a -inf correction bias (an expert masked out) ranks below every finite key and is still a
@@ -90,17 +92,91 @@ __device__ __forceinline__ void route_tree_max(const uint32_t (&key)[N], uint32_
   index = ix[0];
 }
 
+// (key, id) ranks before (key', id') in the routing order: higher key, then lower id.
+__device__ __forceinline__ bool route_before(uint32_t key, int id, uint32_t key2, int id2) {
+  return key > key2 || (key == key2 && id < id2);
+}
+
+// The top k (k <= 32) of the lane-held keys (expert lane + 32 i has key[i]; lb / li: this lane's
+// best and its i), without k serial argmax rounds: tau, the k-th best of the 32 lanes' bests,
+// bounds the k-th best overall from below (k lanes' bests are >= tau), so every pick is among the
+// keys >= tau, which are few for real logits (~k..2k). Those candidates go to the warp's scratch
+// (kRouteSelectWords words, 8-byte aligned) and each one's rank among them is its slot. Same
+// order as the rounds (key desc, id asc), so the same picks bit for bit. Returns false (scratch
+// untouched, nothing picked) when more than kRouteSelectMax keys are >= tau (or, a guard that
+// k <= E rules out, fewer than k lanes hold an expert); the caller then runs the rounds.
+// Cost: ~32 shuffles to rank the lanes' bests, one pass over the keys, and a broadcast pass over
+// the candidates, against k rounds of two dependent reductions plus a re-scan. Warp-uniform;
+// *my_id: slot `lane`'s expert.
+__device__ __forceinline__ bool route_select_warp(const uint32_t (&key)[32], uint32_t lb, int li,
+                                                  int k, uint32_t* scratch, int32_t* my_id) {
+  const int lane = threadIdx.x % 32;
+  const int head = li * 32 + lane;
+  int rank = 0;  // of this lane's best among the 32 lanes' bests (distinct ids: a permutation)
+#pragma unroll
+  for (int s = 0; s < 32; ++s) {
+    const uint32_t ks = __shfl_sync(~0u, lb, s);
+    const int is = __shfl_sync(~0u, head, s);
+    rank += route_before(ks, is, lb, head) ? 1 : 0;
+  }
+  const int src = __ffs(__ballot_sync(~0u, rank == k - 1)) - 1;
+  const uint32_t tau_key = __shfl_sync(~0u, lb, src);
+  const int tau_id = __shfl_sync(~0u, head, src);
+  if (tau_key == 0u) return false;  // absent (key 0): fewer than k lanes hold an expert
+  int count = 0;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) count += route_before(tau_key, tau_id, key[i], lane + 32 * i) ? 0 : 1;
+  const int total = __reduce_add_sync(~0u, count);
+  if (total > kRouteSelectMax) return false;
+  int at = count;  // inclusive scan of the counts over the lanes
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int v = __shfl_up_sync(~0u, at, d);
+    if (lane >= d) at += v;
+  }
+  at -= count;
+  uint2* cand = reinterpret_cast<uint2*>(scratch);
+  int32_t* slot = reinterpret_cast<int32_t*>(scratch + 2 * kRouteSelectMax);
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    if (!route_before(tau_key, tau_id, key[i], lane + 32 * i)) {
+      cand[at] = make_uint2(key[i], static_cast<uint32_t>(lane + 32 * i));
+      ++at;
+    }
+  }
+  __syncwarp();
+  // Candidates lane and lane + 32: ranks among all candidates (broadcast reads of each one).
+  const uint2 c0 = lane < total ? cand[lane] : make_uint2(0u, 0u);
+  const uint2 c1 = lane + 32 < total ? cand[lane + 32] : make_uint2(0u, 0u);
+  int r0 = 0, r1 = 0;
+  for (int j = 0; j < total; ++j) {
+    const uint2 c = cand[j];
+    r0 += route_before(c.x, static_cast<int>(c.y), c0.x, static_cast<int>(c0.y)) ? 1 : 0;
+    r1 += route_before(c.x, static_cast<int>(c.y), c1.x, static_cast<int>(c1.y)) ? 1 : 0;
+  }
+  if (lane < total && r0 < k) slot[r0] = static_cast<int32_t>(c0.y);
+  if (lane + 32 < total && r1 < k) slot[r1] = static_cast<int32_t>(c1.y);
+  __syncwarp();
+  *my_id = lane < k ? slot[lane] : -1;
+  __syncwarp();  // the scratch may be reused by this warp's next token
+  return true;
+}
+
 // E <= kRouteRegExperts: lane l holds the keys of experts l + 32 i in registers and its own best
 // (highest key, lowest i). A round is two warp reductions (redux.sync: max key, then min id among
 // the lanes holding it) and the winning lane's retire-and-rescan (route_tree_max). The slot
 // sigmoids are recomputed from the winners' logits after the rounds (cache hits, all lanes at
 // once) and summed in slot order, so they stay off the rounds' critical path.
-// Loads first: every logit and bias of the lane is requested before any arithmetic. With the
-// sigmoid (whose IEEE division is a subroutine call) between them, the loads went out one at a
-// time: ~10 us per token at E = 896 from L2 (bench/NOTES.md G round 12).
+// Loads first: every logit and bias of the lane is requested before any arithmetic. Written
+// with the sigmoid (whose IEEE division has a called slow path) between them, the route kernel
+// alone took 15 us at T = 1, k = 1 from a warm L2 (2.6 us for an empty graph node): the loads
+// are thought to have gone out one at a time (bench/NOTES.md G round 12).
+// select_scratch (kRouteSelectWords words, 8-byte aligned, or null): with it and k <= 32 the
+// picks come from route_select_warp, the rounds being its fallback.
 __device__ __forceinline__ void route_token_warp_regs(const float* row, const float* bias, int E,
                                                       int k, bool renormalize, float scaling,
-                                                      int32_t* ids, float* weights) {
+                                                      int32_t* ids, float* weights,
+                                                      uint32_t* select_scratch) {
   const int lane = threadIdx.x % 32;
   float lg[32], bs[32];
 #pragma unroll
@@ -126,7 +202,9 @@ __device__ __forceinline__ void route_token_warp_regs(const float* row, const fl
   int li;
   route_tree_max(key, lb, li);
   int32_t my_id = -1;  // lane j < k keeps slot j's expert
-  for (int j = 0; j < k; ++j) {
+  const bool selected = select_scratch != nullptr && k <= 32 &&
+                        route_select_warp(key, lb, li, k, select_scratch, &my_id);
+  for (int j = 0; j < (selected ? 0 : k); ++j) {
     const uint32_t m = __reduce_max_sync(~0u, lb);
     const int best_id = __reduce_min_sync(~0u, lb == m ? li * 32 + lane : INT_MAX);
     if (lane == (best_id & 31)) {  // retire the winner, find this lane's next best
@@ -158,14 +236,15 @@ __device__ __forceinline__ void route_token_warp_regs(const float* row, const fl
 }
 
 // Routes token row `row` (E logits) into ids[0..k) / weights[0..k). `keys` is this warp's
-// shared-memory scratch of E words (unused when E <= reg_experts, at most kRouteRegMax: the
-// register version). Called by all 32 lanes of a warp.
+// shared-memory scratch, 8-byte aligned: E words, or for the register version (E <= reg_experts,
+// at most kRouteRegMax) route_select_warp's kRouteSelectWords (route_scratch_words). Called by
+// all 32 lanes of a warp.
 __device__ __forceinline__ void route_token_warp(const float* row, const float* bias, int E, int k,
                                                  bool renormalize, float scaling, uint32_t* keys,
                                                  int32_t* ids, float* weights,
                                                  int reg_experts = kRouteRegExperts) {
   if (E <= reg_experts && E <= kRouteRegMax) {
-    route_token_warp_regs(row, bias, E, k, renormalize, scaling, ids, weights);
+    route_token_warp_regs(row, bias, E, k, renormalize, scaling, ids, weights, keys);
     return;
   }
   const int lane = threadIdx.x % 32;

@@ -1,0 +1,201 @@
+// The router's warp routine (src/cuda/smxx/route_warp.cuh) run on the CPU by tests/gpu/warp_sim.h
+// (label cpu): its three ways to pick (register keys with the threshold select, register keys
+// with the k argmax rounds, shared-memory keys) against route_kimi, the CPU reference, and
+// against each other bit for bit (NaN tokens included). This checks the routine's algorithm
+// where no GPU is at hand; the GPU tests (test_gpu_glue_kernels: GpuRoute.*, GpuPrologue.*)
+// check the compiled kernels on the device.
+#include "warp_sim.h"  // first: the warp intrinsics the device header calls
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "mxmoe/reference.h"
+#include "smxx/route_warp.cuh"
+
+namespace {
+
+using namespace mxmoe;
+
+struct Case {
+  int T, E, k;
+  bool renormalize = true;
+  float scaling = 1.0f;
+  enum Logits { kNormal, kTies, kUnderflow, kClustered } logits = kNormal;
+  bool bias = true, minus_inf = false, nan = false;
+};
+
+struct Inputs {
+  std::vector<float> logits, bias;
+};
+
+Inputs make_inputs(const Case& c, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Inputs in;
+  in.logits.resize(static_cast<size_t>(c.T) * c.E);
+  in.bias.resize(c.E);
+  for (auto& b : in.bias)
+    b = c.logits == Case::kTies || c.logits == Case::kClustered ? 0.0f : 0.1f * normal(gen);
+  if (c.minus_inf)
+    for (int e = 0; e < c.E; ++e)
+      if (e % 7 != 3) in.bias[e] = -INFINITY;
+  for (int t = 0; t < c.T; ++t)
+    for (int e = 0; e < c.E; ++e) {
+      float v = 2.0f * normal(gen);
+      if (c.logits == Case::kTies) v = 0.25f * (t % 3);
+      if (c.logits == Case::kUnderflow) v -= 120.0f;
+      // Lanes 0..15 (e % 32 < 16) hold keys that all pass the select's threshold: its fallback.
+      if (c.logits == Case::kClustered && e % 32 < 16) v = 3.0f + 0.01f * (e % 32);
+      in.logits[static_cast<size_t>(t) * c.E + e] = v;
+    }
+  if (c.nan && c.T > 3) {
+    in.logits[static_cast<size_t>(1) * c.E + c.E / 2] = NAN;
+    for (int e = 0; e < c.E; ++e) in.logits[static_cast<size_t>(3) * c.E + e] = NAN;
+  }
+  return in;
+}
+
+enum class Way { kSelect, kRounds, kShared };
+
+// Every token of the case through one simulated warp, one way.
+void route_sim(const Case& c, const Inputs& in, Way way, std::vector<int32_t>* ids,
+               std::vector<float>* weights) {
+  ids->assign(static_cast<size_t>(c.T) * c.k, -7);
+  weights->assign(static_cast<size_t>(c.T) * c.k, -7.0f);
+  std::vector<uint32_t> scratch(std::max(c.E, smxx::kRouteSelectWords) + 2);
+  uint32_t* aligned = scratch.data() + (reinterpret_cast<uintptr_t>(scratch.data()) % 8 ? 1 : 0);
+  const float* bias = c.bias ? in.bias.data() : nullptr;
+  warp_sim::run_warp([&] {
+    for (int t = 0; t < c.T; ++t) {
+      const float* row = in.logits.data() + static_cast<size_t>(t) * c.E;
+      int32_t* ti = ids->data() + static_cast<size_t>(t) * c.k;
+      float* tw = weights->data() + static_cast<size_t>(t) * c.k;
+      switch (way) {
+        case Way::kSelect:
+          smxx::route_token_warp(row, bias, c.E, c.k, c.renormalize, c.scaling, aligned, ti, tw);
+          break;
+        case Way::kRounds:
+          smxx::route_token_warp_regs(row, bias, c.E, c.k, c.renormalize, c.scaling, ti, tw,
+                                      nullptr);
+          break;
+        case Way::kShared:
+          smxx::route_token_warp(row, bias, c.E, c.k, c.renormalize, c.scaling, aligned, ti, tw,
+                                 0);
+          break;
+      }
+      __syncwarp();
+    }
+  });
+}
+
+void check_case(const Case& c, unsigned seed) {
+  SCOPED_TRACE(::testing::Message() << "T=" << c.T << " E=" << c.E << " k=" << c.k
+                                    << " logits=" << c.logits << " seed=" << seed);
+  const Inputs in = make_inputs(c, seed);
+  std::vector<int32_t> ids[3];
+  std::vector<float> w[3];
+  route_sim(c, in, Way::kSelect, &ids[0], &w[0]);
+  route_sim(c, in, Way::kRounds, &ids[1], &w[1]);
+  route_sim(c, in, Way::kShared, &ids[2], &w[2]);
+  for (int v = 1; v < 3; ++v) {
+    EXPECT_EQ(ids[0], ids[v]) << "way " << v << " picks other experts than the select";
+    EXPECT_EQ(0, std::memcmp(w[0].data(), w[v].data(), w[0].size() * 4))
+        << "way " << v << " weights differ from the select's";
+  }
+  if (c.nan) return;  // route_kimi rejects NaN logits; the NaN contract is checked on the GPU
+  RoutingConfig rc;
+  rc.num_experts = c.E;
+  rc.top_k = c.k;
+  rc.renormalize = c.renormalize;
+  rc.scaling_factor = c.scaling;
+  std::vector<int32_t> want_ids(ids[0].size());
+  std::vector<float> want_w(w[0].size());
+  route_kimi(in.logits.data(), c.bias ? in.bias.data() : nullptr, c.T, rc, want_ids.data(),
+             want_w.data());
+  EXPECT_EQ(ids[0], want_ids);
+  // Same fp32 operations in the same order on the same host: equal bit for bit.
+  EXPECT_EQ(0, std::memcmp(w[0].data(), want_w.data(), want_w.size() * 4))
+      << "weights differ from route_kimi";
+}
+
+TEST(RouteWarpSim, KimiTop16Of896) { check_case({6, 896, 16}, 1); }
+TEST(RouteWarpSim, NoBiasNoRenormalizeScaled) {
+  Case c{4, 896, 16};
+  c.bias = false;
+  c.renormalize = false;
+  c.scaling = 2.5f;
+  check_case(c, 2);
+}
+TEST(RouteWarpSim, TiesGoToTheLowerId) {
+  Case c{3, 896, 16};
+  c.logits = Case::kTies;
+  check_case(c, 3);
+}
+TEST(RouteWarpSim, UnderflowedSigmoidsLetTheBiasPick) {
+  Case c{3, 896, 16};
+  c.logits = Case::kUnderflow;
+  check_case(c, 4);
+}
+TEST(RouteWarpSim, ClusteredKeysTakeTheFallback) {
+  Case c{3, 896, 16};
+  c.logits = Case::kClustered;
+  check_case(c, 5);
+  c.k = 32;
+  check_case(c, 6);
+}
+TEST(RouteWarpSim, MinusInfBiasMasksExperts) {
+  Case c{3, 40, 16};
+  c.minus_inf = true;
+  check_case(c, 7);
+}
+TEST(RouteWarpSim, SmallExpertCountsAndWideTopK) {
+  check_case({2, 1, 1}, 8);
+  check_case({3, 20, 16}, 9);
+  check_case({2, 40, 40}, 10);
+  check_case({2, 1024, 32}, 11);
+  check_case({2, 1024, 33}, 12);
+  check_case({2, 896, 64}, 13);
+}
+TEST(RouteWarpSim, NanTokensAgreeAcrossTheThreeWays) {
+  Case c{5, 896, 16};
+  c.nan = true;
+  check_case(c, 14);
+}
+
+// The select itself: it must pick (not fall back) on real-looking logits, where its speed
+// matters, and fall back on the clustered ones, where its candidate list would overflow.
+bool select_picks(const Case& c, unsigned seed) {
+  const Inputs in = make_inputs(c, seed);
+  std::vector<uint32_t> scratch(smxx::kRouteSelectWords + 2);
+  uint32_t* aligned = scratch.data() + (reinterpret_cast<uintptr_t>(scratch.data()) % 8 ? 1 : 0);
+  bool picked = false;
+  warp_sim::run_warp([&] {
+    const int lane = threadIdx.x % 32;
+    uint32_t key[32];
+    for (int i = 0; i < 32; ++i) {
+      const int e = lane + 32 * i;
+      const float s = e < c.E ? situ_sigmoid(in.logits[e]) : 0.0f;
+      key[i] = e < c.E ? smxx::route_order_key(s + in.bias[e]) : 0u;
+    }
+    uint32_t lb;
+    int li;
+    smxx::route_tree_max(key, lb, li);
+    int32_t my_id = -1;
+    const bool ok = smxx::route_select_warp(key, lb, li, c.k, aligned, &my_id);
+    if (lane == 0) picked = ok;
+  });
+  return picked;
+}
+
+TEST(RouteWarpSim, SelectPicksRealLogitsAndDefersClusteredOnes) {
+  for (unsigned seed = 20; seed < 24; ++seed) EXPECT_TRUE(select_picks({1, 896, 16}, seed));
+  Case c{1, 896, 16};
+  c.logits = Case::kClustered;
+  EXPECT_FALSE(select_picks(c, 30));
+}
+
+}  // namespace
