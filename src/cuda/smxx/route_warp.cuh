@@ -27,6 +27,7 @@
 
 #include "mxmoe/formats.h"
 #include "smxx/glue.h"  // kRouteRegExperts
+#include "smxx/warp_scan.cuh"
 
 namespace mxmoe::smxx {
 
@@ -128,13 +129,7 @@ __device__ __forceinline__ bool route_select_warp(const uint32_t (&key)[32], uin
   for (int i = 0; i < 32; ++i) count += route_before(tau_key, tau_id, key[i], lane + 32 * i) ? 0 : 1;
   const int total = __reduce_add_sync(~0u, count);
   if (total > kRouteSelectMax) return false;
-  int at = count;  // inclusive scan of the counts over the lanes
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int v = __shfl_up_sync(~0u, at, d);
-    if (lane >= d) at += v;
-  }
-  at -= count;
+  int at = warp_inclusive_sum(count, lane) - count;  // this lane's first candidate slot
   uint2* cand = reinterpret_cast<uint2*>(scratch);
   int32_t* slot = reinterpret_cast<int32_t*>(scratch + 2 * kRouteSelectMax);
 #pragma unroll
