@@ -841,6 +841,16 @@ TEST(GpuPrologue, PlanFallsBackOutsideItsBounds) {
   EXPECT_EQ(smxx::prologue_plan(2, 16, 2048, 56, true).route_warps, 2);  // shared-memory keys: 6 warps
   EXPECT_TRUE(smxx::prologue_plan(7, 16, 2048, 56, true).route_first);
   EXPECT_EQ(smxx::prologue_plan(64, 16, 896, 56, true).route_warps, 0);
+  // The routing warps' scratch fits the CTA's shared memory, however few the counters: the
+  // register keys' select scratch (route_scratch_words) per warp, or E keys per warp.
+  for (int El : {1, 56}) {
+    const smxx::PrologueShape reg = smxx::prologue_plan(16, 16, 896, El, true);
+    EXPECT_GE(reg.smem_bytes, 16u * smxx::route_scratch_words(896) * 4) << El;
+    const smxx::PrologueShape shm = smxx::prologue_plan(2, 16, 2048, El, true);
+    EXPECT_GE(shm.smem_bytes, 2u * 2048 * 4) << El;
+  }
+  EXPECT_EQ(smxx::route_scratch_words(896), smxx::kRouteSelectWords);
+  EXPECT_EQ(smxx::route_scratch_words(1501), 1502);  // even: 8-byte aligned per warp
 }
 
 // ---- timing of the glue chain alone (no GEMMs), fused prologue vs separate kernels ----
