@@ -30,11 +30,79 @@ bool gpu_present(std::string* why) {
 
 bool gpu_is_sm90(std::string* why) {
   int ma = 0, mi = 0;
-  cudaDeviceGetAttribute(&ma, cudaDevAttrComputeCapabilityMajor, 0);
-  cudaDeviceGetAttribute(&mi, cudaDevAttrComputeCapabilityMinor, 0);
+  cudaError_t e = cudaDeviceGetAttribute(&ma, cudaDevAttrComputeCapabilityMajor, 0);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&mi, cudaDevAttrComputeCapabilityMinor, 0);
+  if (e != cudaSuccess) {
+    *why = std::string("cudaDeviceGetAttribute: ") + cudaGetErrorString(e);
+    return false;
+  }
   if (ma == 9 && mi == 0) return true;
   *why = "device 0 is sm_" + std::to_string(ma) + std::to_string(mi);
   return false;
+}
+
+namespace {
+bool cuda_step(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  ADD_FAILURE() << what << ": " << cudaGetErrorString(e);
+  return false;
+}
+}  // namespace
+
+float median_event_us(const std::function<cudaError_t(cudaStream_t)>& run, cudaStream_t s,
+                      void* flush, size_t flush_bytes, int warmup, int timed) {
+  cudaEvent_t ev[2] = {nullptr, nullptr};
+  struct Destroy {
+    cudaEvent_t* ev;
+    ~Destroy() {
+      for (int i = 0; i < 2; ++i)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    }
+  } destroy{ev};
+  if (!cuda_step(cudaEventCreate(&ev[0]), "cudaEventCreate") ||
+      !cuda_step(cudaEventCreate(&ev[1]), "cudaEventCreate"))
+    return -1.0f;
+  std::vector<float> t;
+  for (int rep = 0; rep < warmup + timed; ++rep) {
+    if (flush_bytes > 0 &&
+        !cuda_step(cudaMemsetAsync(flush, rep & 0xFF, flush_bytes, s), "the L2 flush's memset"))
+      return -1.0f;
+    float ms = 0.0f;
+    if (!cuda_step(cudaEventRecord(ev[0], s), "cudaEventRecord") ||
+        !cuda_step(run(s), "the timed launches") ||
+        !cuda_step(cudaEventRecord(ev[1], s), "cudaEventRecord") ||
+        !cuda_step(cudaEventSynchronize(ev[1]), "cudaEventSynchronize") ||
+        !cuda_step(cudaEventElapsedTime(&ms, ev[0], ev[1]), "cudaEventElapsedTime"))
+      return -1.0f;
+    if (rep >= warmup) t.push_back(ms * 1000.0f);
+  }
+  if (t.empty()) return -1.0f;
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+float median_graph_us(const std::function<cudaError_t(cudaStream_t)>& enqueue, cudaStream_t s,
+                      void* flush, size_t flush_bytes, int warmup, int timed) {
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  struct Destroy {
+    cudaGraph_t* g;
+    cudaGraphExec_t* ge;
+    ~Destroy() {
+      if (*ge) cudaGraphExecDestroy(*ge);
+      if (*g) cudaGraphDestroy(*g);
+    }
+  } destroy{&g, &ge};
+  if (!cuda_step(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture"))
+    return -1.0f;
+  const cudaError_t enqueued = enqueue(s);
+  const cudaError_t ended = cudaStreamEndCapture(s, &g);
+  if (!cuda_step(enqueued, "the launches under capture") ||
+      !cuda_step(ended, "cudaStreamEndCapture") ||
+      !cuda_step(cudaGraphInstantiate(&ge, g, 0), "cudaGraphInstantiate"))
+    return -1.0f;
+  return median_event_us([&](cudaStream_t st) { return cudaGraphLaunch(ge, st); }, s, flush,
+                         flush_bytes, warmup, timed);
 }
 
 float Rng::normal() {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,17 @@ bool gpu_is_sm90(std::string* why);
     if (!::mxmoe::test::gpu_is_sm90(&why_))                                         \
       GTEST_SKIP() << "no SM90 GPU: " << why_ << " (test NOT run)";                 \
   } while (0)
+
+// Median CUDA-event time in us of `timed` runs of run(s) on stream s after `warmup` untimed
+// ones, each run after a write of flush_bytes at flush (an L2 flush; 0 bytes: none). run returns
+// its launches' status. Every CUDA call is checked: a failure is a gtest failure naming the call,
+// and the result is then -1.
+float median_event_us(const std::function<cudaError_t(cudaStream_t)>& run, cudaStream_t s,
+                      void* flush, size_t flush_bytes, int warmup, int timed);
+// The same for one CUDA graph captured from enqueue(s) (which returns the first failing status
+// of its launches), timed as graph launches.
+float median_graph_us(const std::function<cudaError_t(cudaStream_t)>& enqueue, cudaStream_t s,
+                      void* flush, size_t flush_bytes, int warmup, int timed);
 
 #define CUDA_OK(expr)                                                           \
   do {                                                                          \

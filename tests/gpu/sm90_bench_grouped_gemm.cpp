@@ -73,11 +73,11 @@ void bench(const char* layout, int E, int I, int topk, int T, int tile_n = 0) {
   CUDA_OK(launch_gemm1(p1, sms, 0));
   CUDA_OK(launch_gemm2(p2, sms, 0));
   CUDA_OK(cudaDeviceSynchronize());
-  const float t1 = median_us([&] { launch_gemm1(p1, sms, 0); }, flush.get(), flush_bytes);
+  const float t1 = median_us([&] { return launch_gemm1(p1, sms, 0); }, flush.get(), flush_bytes);
   Gemm1Params p1m = p1;
   p1m.mxfp8_out = true;
-  const float t1m = median_us([&] { launch_gemm1(p1m, sms, 0); }, flush.get(), flush_bytes);
-  const float t2 = median_us([&] { launch_gemm2(p2, sms, 0); }, flush.get(), flush_bytes);
+  const float t1m = median_us([&] { return launch_gemm1(p1m, sms, 0); }, flush.get(), flush_bytes);
+  const float t2 = median_us([&] { return launch_gemm2(p2, sms, 0); }, flush.get(), flush_bytes);
   // GEMM2 with every row stored to out (out_token: each token owns its one pair), as run_moe
   // does at EP16; only with one pair per token.
   float t2o = 0.0f;
@@ -90,7 +90,7 @@ void bench(const char* layout, int E, int I, int topk, int T, int tile_n = 0) {
     p2o.out = d_out.get();
     p2o.out_stride = H;
     CUDA_OK(launch_gemm2(p2o, sms, 0));
-    t2o = median_us([&] { launch_gemm2(p2o, sms, 0); }, flush.get(), flush_bytes);
+    t2o = median_us([&] { return launch_gemm2(p2o, sms, 0); }, flush.get(), flush_bytes);
   }
   CUDA_OK(cudaGetLastError());
   const double f1 = 2.0 * pairs * 2 * I * H, f2 = 2.0 * pairs * H * I;

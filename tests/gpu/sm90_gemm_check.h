@@ -42,28 +42,13 @@ namespace mxmoe::sm90::check {
 // CUDA_OK, MXMOE_REQUIRE_SM90 (the loud skip) and DevBuf: gpu_test_util.h.
 using test::DevBuf;
 
-// Median of `timed` CUDA-event timings of launch() (after 3 untimed), each after a write of
-// flush_bytes at flush (the L2 flushed: the weights come from DRAM as in a real layer).
+// Median of `timed` CUDA-event timings of launch() (after 3 untimed) on the legacy stream,
+// each after a write of flush_bytes at flush (the L2 flushed: the weights come from DRAM as in a
+// real layer). launch() returns its launch's status; failures are gtest failures and give -1.
 template <typename F>
 float median_us(F launch, void* flush, size_t flush_bytes, int timed = 15) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  std::vector<float> t;
-  for (int rep = 0; rep < timed + 3; ++rep) {
-    cudaMemsetAsync(flush, rep & 0xFF, flush_bytes, 0);
-    cudaEventRecord(a, 0);
-    launch();
-    cudaEventRecord(b, 0);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    if (rep >= 3) t.push_back(ms * 1000.0f);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return test::median_event_us([&](cudaStream_t) { return launch(); }, 0, flush, flush_bytes, 3,
+                               timed);
 }
 
 // Fast host fill (xorshift) for the timing benches: bytes in [lo, lo + span).
@@ -77,10 +62,11 @@ inline void fill_bytes(std::vector<uint8_t>* v, uint64_t seed, int lo, int span)
   }
 }
 
-inline int num_sms() {
+inline int num_sms() {  // 0 (and a test failure) when the query fails
   int n = 0;
-  cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
-  return n;
+  const cudaError_t e = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
+  if (e != cudaSuccess) ADD_FAILURE() << "cudaDeviceGetAttribute: " << cudaGetErrorString(e);
+  return e == cudaSuccess ? n : 0;
 }
 
 // A random row-major MXFP4 matrix with scale bytes in [s_lo, s_hi].

@@ -186,13 +186,14 @@ TEST(GpuRoute, SharedMemoryKeysBeyond1024Experts) {
 TEST(GpuRoute, RegisterKeysMatchSharedMemoryKeysBitForBit) {
   MXMOE_REQUIRE_SM90();
   struct C { int T, E, k; bool ties, nan, minus_inf; float shift; bool clustered = false; };
-  const C cases[] = {{131, 896, 16, false, false, false, 0.0f}, {9, 896, 16, true, false, false, 0.0f},
-                     {5, 896, 16, false, false, false, -120.0f}, {8, 896, 16, false, true, false, 0.0f},
-                     {6, 40, 16, false, false, true, 0.0f}, {33, 40, 40, false, false, false, 0.0f},
-                     {17, 1024, 64, false, true, false, 0.0f}, {3, 33, 33, true, false, false, 0.0f},
-                     {4, 1, 1, false, false, false, 0.0f}, {11, 896, 16, false, false, false, 0.0f, true},
-                     {7, 896, 32, false, false, false, 0.0f, true}, {5, 896, 32, false, false, false, 0.0f},
-                     {6, 20, 16, false, false, false, 0.0f}};
+  const C cases[] = {
+      {131, 896, 16, false, false, false, 0.0f},  {9, 896, 16, true, false, false, 0.0f},
+      {5, 896, 16, false, false, false, -120.0f}, {8, 896, 16, false, true, false, 0.0f},
+      {6, 40, 16, false, false, true, 0.0f},      {33, 40, 40, false, false, false, 0.0f},
+      {17, 1024, 64, false, true, false, 0.0f},   {3, 33, 33, true, false, false, 0.0f},
+      {4, 1, 1, false, false, false, 0.0f},       {11, 896, 16, false, false, false, 0.0f, true},
+      {7, 896, 32, false, false, false, 0.0f, true}, {5, 896, 32, false, false, false, 0.0f},
+      {6, 20, 16, false, false, false, 0.0f}};
   for (const C& c : cases) {
     SCOPED_TRACE(::testing::Message() << "T=" << c.T << " E=" << c.E << " k=" << c.k);
     Rng r(c.T * 7 + c.E);
@@ -858,35 +859,6 @@ TEST(GpuPrologue, PlanFallsBackOutsideItsBounds) {
 // The chain of run_moe without the two GEMMs, captured in a CUDA graph (PDL edges included),
 // each replay after a 256 MB L2 flush, median of 30 replays. Shapes as `mxmoe bench`: k = 16
 // of 896 experts, local EP16 = 56 (I 3072) or TP8xEP4 = 224; BF16 input, w4a8 quantization.
-float time_graph_us(const std::function<void(cudaStream_t)>& enqueue, cudaStream_t s,
-                    void* flush, size_t flush_bytes) {
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t ge = nullptr;
-  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) != cudaSuccess) return -1;
-  enqueue(s);
-  if (cudaStreamEndCapture(s, &g) != cudaSuccess) return -1;
-  if (cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) return -1;
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  std::vector<float> t;
-  for (int rep = 0; rep < 35; ++rep) {
-    cudaMemsetAsync(flush, rep & 0xFF, flush_bytes, s);
-    cudaEventRecord(a, s);
-    cudaGraphLaunch(ge, s);
-    cudaEventRecord(b, s);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    if (rep >= 5) t.push_back(ms * 1000.0f);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 // What both glue benches time with: the flush buffer and a non-blocking stream.
 struct GlueBenchRig {
   static constexpr size_t kFlushBytes = 256u << 20;
@@ -897,8 +869,11 @@ struct GlueBenchRig {
   GlueBenchRig(const GlueBenchRig&) = delete;
   GlueBenchRig& operator=(const GlueBenchRig&) = delete;
   bool ok() const { return s != nullptr && flush.get() != nullptr; }
-  float time_us(const std::function<void(cudaStream_t)>& enqueue) const {
-    return time_graph_us(enqueue, s, flush.get(), kFlushBytes);
+  // One CUDA graph of enqueue's launches, median of 30 replays after an L2 flush of kFlushBytes
+  // (flushed) or with none (warm).
+  float time_us(const std::function<cudaError_t(cudaStream_t)>& enqueue,
+                bool flushed = true) const {
+    return median_graph_us(enqueue, s, flush.get(), flushed ? kFlushBytes : 0, 5, 30);
   }
 };
 
@@ -935,16 +910,18 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
         const int32_t* use_ids = gpu_route ? rid.get() : dids.get();
         const float* use_w = gpu_route ? rw.get() : dw.get();
         auto separate = [&](cudaStream_t st) {
-          smxx::launch_quantize_input(dx.get(), false, H, T, H, true,
-                                      reinterpret_cast<__nv_bfloat16*>(xq.get()), st);
-          if (gpu_route)
-            smxx::launch_route_kimi(dlog.get(), Et, nullptr, T, Et, k, true, 1.0f, rid.get(),
-                                    rw.get(), st);
+          cudaError_t e = smxx::launch_quantize_input(
+              dx.get(), false, H, T, H, true, reinterpret_cast<__nv_bfloat16*>(xq.get()), st);
+          if (e == cudaSuccess && gpu_route)
+            e = smxx::launch_route_kimi(dlog.get(), Et, nullptr, T, Et, k, true, 1.0f, rid.get(),
+                                        rw.get(), st);
           smxx::GroupArgs g = grp.args(use_ids, use_w, T, k, 0, El, false, true);
           g.situ.h_ready = nullptr;  // the fused chain below does not zero the counters either
           const char* failed = nullptr;
-          smxx::launch_group(g, st, &failed);
-          smxx::launch_combine(y.get(), H, grp.pos.get(), T, k, out.get(), H, false, st);
+          if (e == cudaSuccess) e = smxx::launch_group(g, st, &failed);
+          if (e == cudaSuccess)
+            e = smxx::launch_combine(y.get(), H, grp.pos.get(), T, k, out.get(), H, false, st);
+          return e;
         };
         const smxx::PrologueShape shape = smxx::prologue_plan(T, k, Et, El, gpu_route);
         ASSERT_TRUE(shape.ok);
@@ -955,9 +932,10 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
           a.H = H;
           a.mxfp8 = true;
           a.xq = xq.get();
+          cudaError_t e = cudaSuccess;
           if (shape.route_first)
-            smxx::launch_route_kimi(dlog.get(), Et, nullptr, T, Et, k, true, 1.0f, rid.get(),
-                                    rw.get(), st);
+            e = smxx::launch_route_kimi(dlog.get(), Et, nullptr, T, Et, k, true, 1.0f, rid.get(),
+                                        rw.get(), st);
           if (gpu_route && !shape.route_first) {
             a.logits = dlog.get();
             a.logits_stride = Et;
@@ -977,11 +955,14 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
           a.pair_pos = grp.pos.get();
           a.situ = grp.situ_fill();
           a.situ.h_ready = nullptr;  // as the separate chain above
-          smxx::launch_prologue(a, shape, st);
-          smxx::launch_combine(y.get(), H, grp.pos.get(), T, k, out.get(), H, false, st);
+          if (e == cudaSuccess) e = smxx::launch_prologue(a, shape, st);
+          if (e == cudaSuccess)
+            e = smxx::launch_combine(y.get(), H, grp.pos.get(), T, k, out.get(), H, false, st);
+          return e;
         };
         const float ts = rig.time_us(separate);
         const float tf = rig.time_us(fused);
+        ASSERT_TRUE(ts > 0 && tf > 0);
         CUDA_OK(cudaStreamSynchronize(s));
         CUDA_OK(cudaGetLastError());
         std::printf("GLUEBENCH local=%3d T=%3d router=%-4s | separate %6.2f us | fused %6.2f us | "
@@ -1003,9 +984,11 @@ TEST(GpuGlueBench, DISABLED_RouteAlone) {
   const cudaStream_t s = rig.s;
   DevBuf<int32_t> rid(8 * 16);
   DevBuf<float> rw(8 * 16), dlog, dbias;
-  auto floor_node = [&](cudaStream_t st) { cudaMemsetAsync(rid.get(), 0, 4, st); };
+  auto floor_node = [&](cudaStream_t st) { return cudaMemsetAsync(rid.get(), 0, 4, st); };
+  const float floor_flushed = rig.time_us(floor_node), floor_warm = rig.time_us(floor_node, false);
+  ASSERT_TRUE(floor_flushed > 0 && floor_warm > 0);
   std::printf("ROUTEBENCH floor (one memset node) | flushed %6.2f us | warm %6.2f us\n",
-              rig.time_us(floor_node), time_graph_us(floor_node, s, rig.flush.get(), 0));
+              floor_flushed, floor_warm);
   for (int T : {1, 8}) {
     Rng r(T);
     std::vector<float> logits(static_cast<size_t>(T) * Et), bias(Et);
@@ -1016,11 +999,12 @@ TEST(GpuGlueBench, DISABLED_RouteAlone) {
     for (int k : {1, 4, 16})
       for (int reg : {smxx::kRouteRegMax, 0}) {
         auto route = [&](cudaStream_t st) {
-          smxx::launch_route_kimi(dlog.get(), Et, dbias.get(), T, Et, k, true, 2.5f, rid.get(),
-                                  rw.get(), st, reg);
+          return smxx::launch_route_kimi(dlog.get(), Et, dbias.get(), T, Et, k, true, 2.5f,
+                                         rid.get(), rw.get(), st, reg);
         };
         const float flushed = rig.time_us(route);
-        const float warm = time_graph_us(route, s, rig.flush.get(), 0);
+        const float warm = rig.time_us(route, false);
+        ASSERT_TRUE(flushed > 0 && warm > 0);
         CUDA_OK(cudaStreamSynchronize(s));
         CUDA_OK(cudaGetLastError());
         std::printf("ROUTEBENCH T=%d E=%d k=%2d keys=%-9s | flushed %6.2f us | warm %6.2f us\n", T,
@@ -1031,7 +1015,7 @@ TEST(GpuGlueBench, DISABLED_RouteAlone) {
 
 // The glue at prefill sizes, each kernel alone and the w4a16 chain (group, whose scan also
 // writes the SiTU parameters, -> combine), as run_moe launches them outside the fused
-// prologue; graph replays after an L2 flush (time_graph_us). Routing as `mxmoe bench`'s
+// prologue; graph replays after an L2 flush (GlueBenchRig::time_us). Routing as `mxmoe bench`'s
 // uniform layouts: each token L distinct local ids among El and 16 - L foreign ones, in
 // shuffled slots: EP16 El = 56, L = 1 (every token owns one local pair: the grouping marks out
 // rows and the combine skips them, as run_moe's direct stores do), TP8xEP4 El = 224, L = 4
@@ -1073,24 +1057,25 @@ TEST(GpuGlueBench, DISABLED_PrefillGlue) {
       const smxx::GroupArgs g = grp.args(dids.get(), dw.get(), T, k, 0, El, direct, true);
       auto group = [&](cudaStream_t st) {
         const char* failed = nullptr;
-        smxx::launch_group(g, st, &failed);
+        return smxx::launch_group(g, st, &failed);
       };
       auto combine = [&](cudaStream_t st) {
-        smxx::launch_combine(y.get(), H, grp.pos.get(), T, k, out.get(), H, direct, st);
+        return smxx::launch_combine(y.get(), H, grp.pos.get(), T, k, out.get(), H, direct, st);
       };
       auto quantize = [&](cudaStream_t st) {
-        smxx::launch_quantize_input(dx.get(), false, H, T, H, true,
-                                    reinterpret_cast<__nv_bfloat16*>(xq.get()), st);
+        return smxx::launch_quantize_input(dx.get(), false, H, T, H, true,
+                                           reinterpret_cast<__nv_bfloat16*>(xq.get()), st);
       };
-      group(s);  // pair_pos for the combine's timing alone
+      CUDA_OK(group(s));  // pair_pos for the combine's timing alone
       CUDA_OK(cudaStreamSynchronize(s));
       const float tg = rig.time_us(group);
       const float tc = rig.time_us(combine);
       const float tq = rig.time_us(quantize);
       const float tall = rig.time_us([&](cudaStream_t st) {
-        group(st);
-        combine(st);
+        const cudaError_t e = group(st);
+        return e == cudaSuccess ? combine(st) : e;
       });
+      ASSERT_TRUE(tg > 0 && tc > 0 && tq > 0 && tall > 0);
       CUDA_OK(cudaStreamSynchronize(s));
       CUDA_OK(cudaGetLastError());
       std::printf("GLUEBENCH prefill local=%3d per-token=%d T=%5d | group (+ SiTU fill) %7.2f us "

@@ -144,19 +144,27 @@ __global__ void block_quantize_kernel(const float* x, int blocks, uint8_t* codes
   }
 }
 
+// A zeroed device Mismatch record. status(): the allocation's and the zeroing's; read(): the copy
+// back's (both checked by the tests: a record that failed to come back must not read as "no
+// mismatches").
 class Mx {
  public:
-  Mx() { cudaMalloc(&d_, sizeof(Mismatch)); cudaMemset(d_, 0, sizeof(Mismatch)); }
+  Mx() {
+    status_ = cudaMalloc(&d_, sizeof(Mismatch));
+    if (status_ == cudaSuccess) status_ = cudaMemset(d_, 0, sizeof(Mismatch));
+  }
   ~Mx() { cudaFree(d_); }
+  Mx(const Mx&) = delete;
+  Mx& operator=(const Mx&) = delete;
+  cudaError_t status() const { return status_; }
   Mismatch* get() { return d_; }
-  Mismatch read() {
-    Mismatch h{};
-    cudaMemcpy(&h, d_, sizeof(h), cudaMemcpyDeviceToHost);
-    return h;
+  cudaError_t read(Mismatch* h) const {
+    return cudaMemcpy(h, d_, sizeof(*h), cudaMemcpyDeviceToHost);
   }
 
  private:
   Mismatch* d_ = nullptr;
+  cudaError_t status_ = cudaSuccess;
 };
 
 void report_mismatches(const char* what, const Mismatch& m) {
@@ -169,10 +177,12 @@ void report_mismatches(const char* what, const Mismatch& m) {
 TEST(GpuMxfp8Device, ExponentOfEveryFloatMatchesMxScaleExponent) {
   MXMOE_REQUIRE_SM90();
   Mx m;
+  CUDA_OK(m.status());
   exponent_sweep_kernel<<<132 * 8, 256>>>(m.get());
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
-  const Mismatch h = m.read();
+  Mismatch h{};
+  CUDA_OK(m.read(&h));
   report_mismatches("exponent", h);
   EXPECT_EQ(h.count, 0ull);
   // And against the host's formats.h on the amax domain (|x| maxima: +0, subnormals, normals,
@@ -215,10 +225,14 @@ TEST(GpuMxfp8Device, CodesOfEveryFloatMatchFormatsAtEveryScaleRegime) {
   // gives; 126: the last normal 2^-E; 127 / 128: 2^-E subnormal (128: the NaN-scale block).
   for (int E : {-127, -126, -60, -9, -1, 0, 1, 8, 60, 119, 120, 126, 127, 128}) {
     Mx codes, values;
+    CUDA_OK(codes.status());
+    CUDA_OK(values.status());
     quantize_sweep_kernel<<<132 * 8, 256>>>(E, codes.get(), values.get());
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
-    const Mismatch c = codes.read(), v = values.read();
+    Mismatch c{}, v{};
+    CUDA_OK(codes.read(&c));
+    CUDA_OK(values.read(&v));
     report_mismatches("code", c);
     report_mismatches("value", v);
     EXPECT_EQ(c.count, 0ull) << "E = " << E;
@@ -232,10 +246,12 @@ TEST(GpuMxfp8Device, CodesOfEveryFloatMatchFormatsAtEveryScaleRegime) {
 TEST(GpuMxfp8Device, DequantizeEveryCodePairAtEveryExponent) {
   MXMOE_REQUIRE_SM90();
   Mx m;
+  CUDA_OK(m.status());
   dequantize_sweep_kernel<<<132 * 4, 256>>>(m.get());
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
-  const Mismatch h = m.read();
+  Mismatch h{};
+  CUDA_OK(m.read(&h));
   report_mismatches("dequantize", h);
   EXPECT_EQ(h.count, 0ull);
 }

@@ -400,9 +400,10 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     ASSERT_EQ(launch_gemm1(q1, sms, 0), cudaSuccess) << v.name;
     ASSERT_EQ(launch_gemm2(q2, sms, 0), cudaSuccess) << v.name;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << v.name;
-    const float t1 = median_us([&] { launch_gemm1(q1, sms, 0); }, flush.get(), flush_bytes);
-    const float t1m = median_us([&] { launch_gemm1(q1m, sms, 0); }, flush.get(), flush_bytes);
-    const float t2 = median_us([&] { launch_gemm2(q2, sms, 0); }, flush.get(), flush_bytes);
+    const float t1 = median_us([&] { return launch_gemm1(q1, sms, 0); }, flush.get(), flush_bytes);
+    const float t1m = median_us([&] { return launch_gemm1(q1m, sms, 0); },
+                                flush.get(), flush_bytes);
+    const float t2 = median_us([&] { return launch_gemm2(q2, sms, 0); }, flush.get(), flush_bytes);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     printf("DECODE_BENCH %-8s T=%4d hit=%3d %-8s | gemm1 %7.1f us %5.0f GB/s | +mx %7.1f us | "
            "gemm2 %7.1f us %5.0f GB/s | sum %7.1f us %5.0f GB/s (%4.1f%% of %.0f) floor %5.1f us "

@@ -592,8 +592,10 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     CUDA_OK(launch_fp8_gemm1(p1, sms, 0));
     CUDA_OK(launch_fp8_gemm2(p2, sms, 0));
     CUDA_OK(cudaDeviceSynchronize());
-    const float t1 = median_us([&] { launch_fp8_gemm1(p1, sms, 0); }, flush.get(), flush_bytes, 10);
-    const float t2 = median_us([&] { launch_fp8_gemm2(p2, sms, 0); }, flush.get(), flush_bytes, 10);
+    const float t1 = median_us([&] { return launch_fp8_gemm1(p1, sms, 0); },
+                               flush.get(), flush_bytes, 10);
+    const float t2 = median_us([&] { return launch_fp8_gemm2(p2, sms, 0); },
+                               flush.get(), flush_bytes, 10);
     CUDA_OK(cudaGetLastError());
     printf("BENCH fp8  %-8s E=%3d I=%4d T=%5d pairs=%6d wgs=%d tile_n=%3d | gemm1+mx %8.1f us %6.1f TFLOP/s | "
            "gemm2 %8.1f us %6.1f TFLOP/s | sum %8.1f us %6.1f TFLOP/s\n",
@@ -624,8 +626,10 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     CUDA_OK(launch_gemm1(b1, sms, 0));
     CUDA_OK(launch_gemm2(b2, sms, 0));
     CUDA_OK(cudaDeviceSynchronize());
-    const float t1 = median_us([&] { launch_gemm1(b1, sms, 0); }, flush.get(), flush_bytes, 10);
-    const float t2 = median_us([&] { launch_gemm2(b2, sms, 0); }, flush.get(), flush_bytes, 10);
+    const float t1 = median_us([&] { return launch_gemm1(b1, sms, 0); },
+                               flush.get(), flush_bytes, 10);
+    const float t2 = median_us([&] { return launch_gemm2(b2, sms, 0); },
+                               flush.get(), flush_bytes, 10);
     CUDA_OK(cudaGetLastError());
     printf("BENCH bf16 %-8s E=%3d I=%4d T=%5d pairs=%6d tile_n=auto | gemm1+mx %8.1f us %6.1f TFLOP/s | "
            "gemm2 %8.1f us %6.1f TFLOP/s | sum %8.1f us %6.1f TFLOP/s\n",
