@@ -104,10 +104,12 @@ cudaError_t upload_fold_meta(const std::vector<FoldMeta>& meta, Fp8DeviceWeights
   return e;
 }
 
+// Best effort (a destructor path: nothing to report to): frees on w's device, then restores the
+// caller's current device if it could be read.
 void free_all(PreparedWeights* w) {
   if (!w) return;
   int prev = -1;
-  cudaGetDevice(&prev);
+  if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
   cudaSetDevice(w->device);
   cudaFree(w->w13_packed);
   cudaFree(w->w13_scales);
@@ -182,8 +184,8 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
     if (!m.empty()) return Status::Fail("prepare_weights: " + m);
   }
 
-  int prev = -1;
-  cudaGetDevice(&prev);
+  int prev = -1;  // the caller's current device, restored before returning (when it was read)
+  if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
   if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess)
     return Status::Fail(cuda_msg("cannot use CUDA device " + std::to_string(device), e));
   auto* w = new PreparedWeights;
@@ -196,7 +198,14 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
   w->expert_start = opt.expert_start;
   w->expert_count = count;
   w->backend = opt.backend;
-  cudaDeviceGetAttribute(&w->num_sms, cudaDevAttrMultiProcessorCount, device);
+  if (cudaError_t e = cudaDeviceGetAttribute(&w->num_sms, cudaDevAttrMultiProcessorCount, device);
+      e != cudaSuccess || w->num_sms < 1) {
+    delete w;
+    if (prev >= 0) cudaSetDevice(prev);
+    return Status::Fail(cuda_msg("cannot read the SM count of CUDA device " +
+                                     std::to_string(device),
+                                 e != cudaSuccess ? e : cudaErrorInvalidDevice));
+  }
 
   const size_t p13 = sm90::prepacked_packed_bytes(2 * I, H);
   const size_t s13 = sm90::prepacked_scale_bytes(2 * I, H);
@@ -238,7 +247,14 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
   std::string failure;
   std::vector<FoldMeta> meta13(fold ? count : 0), meta2(fold ? count : 0);
   auto worker = [&]() {
-    cudaSetDevice(device);  // the current device is per host thread
+    // The current device is per host thread.
+    if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (failure.empty())
+        failure = cuda_msg("cannot use CUDA device " + std::to_string(device), e);
+      next = count;
+      return;
+    }
     std::vector<uint8_t> fp(static_cast<size_t>(2) * I * H / 2), fs(static_cast<size_t>(2) * I * H / 32);
     std::vector<uint8_t> pp(std::max(p13, p2)), ps(std::max(s13, s2));
     sm90::Fp8FoldedMatrix folded;
