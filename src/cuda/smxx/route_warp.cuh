@@ -126,7 +126,8 @@ __device__ __forceinline__ bool route_select_warp(const uint32_t (&key)[32], uin
   if (tau_key == 0u) return false;  // absent (key 0): fewer than k lanes hold an expert
   int count = 0;
 #pragma unroll
-  for (int i = 0; i < 32; ++i) count += route_before(tau_key, tau_id, key[i], lane + 32 * i) ? 0 : 1;
+  for (int i = 0; i < 32; ++i)
+    count += route_before(tau_key, tau_id, key[i], lane + 32 * i) ? 0 : 1;
   const int total = __reduce_add_sync(~0u, count);
   if (total > kRouteSelectMax) return false;
   int at = warp_inclusive_sum(count, lane) - count;  // this lane's first candidate slot
