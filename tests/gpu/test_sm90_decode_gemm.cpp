@@ -422,5 +422,124 @@ TEST(Sm90DecodeBench, DISABLED_KimiShapes) {
   for (int T : {1, 16, 64, 224}) bench("TP8xEP4", 224, 384, 4, T);
 }
 
+// The per-CTA timeline of the GEMM1 -> GEMM2 decode chain on the bulk ring (bench/NOTES.md D
+// round 21: why GEMM1's early trigger of GEMM2 costs ~4 us at EP16 T=2 and gains at T=1).
+// Diagnostic builds only (cmake -DMXMOE_DECODE_TIMELINE=ON, sm90/decode_timeline.cuh); skips
+// loudly elsewhere. EP16 shapes (56 experts, I 3072, one pick per token), T = 1 / 2 / 4, modes 0
+// and 4 (MXMOE_DECODE_SPEC: the trigger alone, which needs no ids): the chain's median time over
+// 15 runs, then the stamps of one more run after an L2 flush, in us from GEMM1's first entry.
+double tl_us(uint64_t t, uint64_t t0) { return (static_cast<double>(t) - t0) * 1e-3; }
+void print_timeline(const char* tag, const std::vector<uint64_t>& tl) {
+  using decode::kTimelineCtas;
+  using decode::kTlFields;
+  auto at = [&](int g, int c, int f) {
+    return tl[(static_cast<size_t>(g) * kTimelineCtas + c) * kTlFields + f];
+  };
+  uint64_t t0 = ~0ull;
+  for (int c = 0; c < kTimelineCtas; ++c)
+    if (at(0, c, decode::kTlStart) != 0) t0 = std::min(t0, at(0, c, decode::kTlStart));
+  if (t0 == ~0ull) {
+    ADD_FAILURE() << tag << ": no GEMM1 CTA stamped";
+    return;
+  }
+  std::vector<uint64_t> all;
+  uint64_t g1_last_exit = 0;
+  std::vector<int> g1_sms;
+  for (int g = 0; g < 2; ++g) {
+    std::vector<double> f[3];
+    std::vector<int> sms;
+    int before_g1_exit = 0, on_g1_sm = 0;
+    for (int c = 0; c < kTimelineCtas; ++c) {
+      if (at(g, c, decode::kTlStart) == 0) continue;
+      for (int e = 0; e < 3; ++e) {
+        f[e].push_back(tl_us(at(g, c, e), t0));
+        all.push_back(at(g, c, e));
+      }
+      const int sm = static_cast<int>(at(g, c, decode::kTlSm));
+      sms.push_back(sm);
+      if (g == 0) g1_last_exit = std::max(g1_last_exit, at(0, c, decode::kTlExit));
+      if (g == 1) {
+        before_g1_exit += at(1, c, decode::kTlStart) < g1_last_exit ? 1 : 0;
+        on_g1_sm += std::count(g1_sms.begin(), g1_sms.end(), sm) > 0 ? 1 : 0;
+      }
+    }
+    if (g == 0) g1_sms = sms;
+    for (auto& v : f) std::sort(v.begin(), v.end());
+    std::sort(sms.begin(), sms.end());
+    const int distinct = static_cast<int>(std::unique(sms.begin(), sms.end()) - sms.begin());
+    auto span = [](const std::vector<double>& v) {
+      char b[64];
+      if (v.empty()) return std::string("-");
+      std::snprintf(b, sizeof(b), "%6.2f/%6.2f/%6.2f", v.front(), v[v.size() / 2], v.back());
+      return std::string(b);
+    };
+    std::printf("TIMELINE %s GEMM%d ctas %4zu sms %3d | entry %s | waited %s | exit %s", tag, g + 1,
+                f[0].size(), distinct, span(f[0]).c_str(), span(f[1]).c_str(),
+                span(f[2]).c_str());
+    if (g == 1)
+      std::printf(" | entered before GEMM1's last exit %d, on a GEMM1 SM %d", before_g1_exit,
+                  on_g1_sm);
+    std::printf("\n");
+  }
+  // The timer's step, as seen: the smallest nonzero gap between any two stamps.
+  std::sort(all.begin(), all.end());
+  uint64_t step = ~0ull;
+  for (size_t i = 1; i < all.size(); ++i)
+    if (all[i] > all[i - 1]) step = std::min(step, all[i] - all[i - 1]);
+  std::printf("TIMELINE %s smallest stamp gap %llu ns (min/p50/max in us from GEMM1's first "
+              "entry)\n", tag, static_cast<unsigned long long>(step));
+}
+
+TEST(Sm90DecodeBench, DISABLED_ChainTimeline) {
+  MXMOE_REQUIRE_SM90();
+  std::vector<uint64_t> tl;
+  if (decode_timeline_read(&tl) == cudaErrorNotSupported)
+    GTEST_SKIP() << "not a MXMOE_DECODE_TIMELINE build (test NOT run)";
+  const int E = 56, I = 3072, H = 3584;
+  const int saved_spec = decode_spec();
+  cudaStream_t st = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const size_t flush_bytes = 256u << 20;
+  DevBuf<uint8_t> flush(flush_bytes);
+  ASSERT_TRUE(flush.ok());
+  const int sms = num_sms();
+  for (int T : {1, 2, 4}) {
+    std::mt19937_64 rng(T * 131 + E);
+    const std::vector<int32_t> off = offsets_of(uniform_rows(rng, E, 1, T));
+    const size_t w13q = prepacked_packed_bytes(2 * I, H), w13s = prepacked_scale_bytes(2 * I, H);
+    std::vector<uint8_t> hq(E * w13q), hs(E * w13s);  // random: no compressible weights
+    fill_bytes(&hq, T, 0, 256);
+    fill_bytes(&hs, T + 7, 118, 9);  // scales 2^-9 .. 2^-1
+    ChainHost host = bench_chain_host(E, I, H, T, off, std::move(hq), std::move(hs));
+    std::vector<uint16_t> act(static_cast<size_t>(std::max(T, off[E])) * std::max(H, I));
+    for (auto& v : act) v = random_bf16(rng, 0.05f);
+    host.x.assign(act.begin(), act.begin() + static_cast<size_t>(T) * H);
+    host.h.assign(act.begin(), act.begin() + static_cast<size_t>(off[E]) * I);
+    ChainProblem prob;
+    CUDA_OK(prob.init(host));
+    const Gemm1Params p1 = prob.gemm1(16);
+    const Gemm2Params p2 = prob.gemm2(16);
+    auto chain = [&](cudaStream_t s) {
+      const cudaError_t e = launch_gemm1(p1, sms, s);
+      return e != cudaSuccess ? e : launch_gemm2(p2, sms, s);
+    };
+    for (int mode : {0, kDecodeSpecEarlyGemm2}) {
+      decode_set_spec(mode);
+      const float med = test::median_event_us(chain, st, flush.get(), flush_bytes, 3, 15);
+      ASSERT_GT(med, 0.0f);
+      CUDA_OK(cudaMemsetAsync(flush.get(), 1, flush_bytes, st));
+      CUDA_OK(decode_timeline_reset(st));
+      CUDA_OK(chain(st));
+      CUDA_OK(cudaStreamSynchronize(st));
+      CUDA_OK(decode_timeline_read(&tl));
+      char tag[64];
+      std::snprintf(tag, sizeof(tag), "EP16 T=%d mode %d (chain median %.1f us)", T, mode, med);
+      print_timeline(tag, tl);
+    }
+  }
+  decode_set_spec(saved_spec);
+  CUDA_OK(cudaStreamDestroy(st));
+}
+
 }  // namespace
 }  // namespace mxmoe::sm90

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "sm90/decode_gemm_kernel.cuh"
+#include "sm90/decode_timeline.cuh"
 
 namespace mxmoe::sm90::decode {
 
@@ -125,6 +126,7 @@ __device__ __forceinline__ int own_row_token(const DecodeSpec& spec, int num_exp
 template <int S, bool kGemm1, bool kSpec>
 __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     decode_bulk_kernel(const KernelArgs p, const DecodeSpec spec) {
+  timeline_stamp(kGemm1, kTlStart);  // (empty outside MXMOE_DECODE_TIMELINE builds)
   constexpr int KS = kBulkStageSteps;
   using L = BulkSmem<S>;
   using R = BulkRing;
@@ -199,11 +201,13 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
       }
     }
     if (!own) pdl::wait();  // offsets, rows, activations: written by earlier kernels
+    timeline_stamp(kGemm1, kTlWaited);
     if constexpr (!kGemm1) pdl::launch_dependents();
   } else {
     // Everything below reads what earlier kernels of the chain wrote (offsets, rows,
     // activations).
     pdl::wait();
+    timeline_stamp(kGemm1, kTlWaited);
     if constexpr (!kGemm1) pdl::launch_dependents();  // as decode_gemm_kernel.cuh's GEMM2
     // (its __syncthreads also publishes the mbarriers)
     build_tile_prefix<kBN, kBulkThreads>(p, m_tiles, sPrefix, sWarp, sSpan);
@@ -334,6 +338,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     }
   }
   if (own) pdl::wait();  // (own inputs) the chain's earlier kernels end before this one
+  timeline_stamp(kGemm1, kTlExit);  // thread 0: a consumer, the CTA's last warps to finish
 }
 
 }  // namespace mxmoe::sm90::decode

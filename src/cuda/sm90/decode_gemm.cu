@@ -260,6 +260,25 @@ cudaError_t launch_decode_for(const GroupedProblem& g, const KernelArgs& a, int 
 
 }  // namespace
 
+#ifdef MXMOE_DECODE_TIMELINE
+cudaError_t decode_timeline_read(std::vector<uint64_t>* out) {
+  out->assign(sizeof(decode::g_decode_timeline) / sizeof(uint64_t), 0);
+  return cudaMemcpyFromSymbol(out->data(), decode::g_decode_timeline,
+                              sizeof(decode::g_decode_timeline));
+}
+cudaError_t decode_timeline_reset(cudaStream_t stream) {
+  void* p = nullptr;
+  const cudaError_t e = cudaGetSymbolAddress(&p, decode::g_decode_timeline);
+  return e != cudaSuccess ? e : cudaMemsetAsync(p, 0, sizeof(decode::g_decode_timeline), stream);
+}
+#else
+cudaError_t decode_timeline_read(std::vector<uint64_t>* out) {
+  out->clear();
+  return cudaErrorNotSupported;
+}
+cudaError_t decode_timeline_reset(cudaStream_t) { return cudaErrorNotSupported; }
+#endif
+
 void decode_set_mainloop(int m) {
   g_mainloop.store(valid_mainloop(m), std::memory_order_relaxed);
 }

@@ -7,6 +7,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "sm90/grouped_gemm.h"
 
 namespace mxmoe::sm90 {
@@ -75,6 +78,16 @@ struct DecodeSpec {
   // kernel only before it exits (GEMM2's wait on it then covers the glue's outputs too).
   Gemm1OwnInputs own;
 };
+// Diagnostic builds only (MXMOE_DECODE_TIMELINE, decode_timeline.cuh; else
+// cudaErrorNotSupported): the bulk-ring kernels' per-CTA stamps, out = [GEMM1, GEMM2][CTA]
+// [entry ns, waited ns, exit ns, SM id] (kTimelineCtas CTAs each; 0: not stamped), as the last
+// launches left them; decode_timeline_reset zeroes them on `stream` (before the launches to read).
+namespace decode {
+constexpr int kTimelineCtas = 2048;  // CTAs recorded per GEMM (blockIdx.x beyond: not recorded)
+enum TimelineEvent : int { kTlStart = 0, kTlWaited = 1, kTlExit = 2, kTlSm = 3, kTlFields = 4 };
+}  // namespace decode
+cudaError_t decode_timeline_read(std::vector<uint64_t>* out);
+cudaError_t decode_timeline_reset(cudaStream_t stream);
 // MXMOE_DECODE_TRACE (set: on, read once per process): each decode launch's choices (mainloop,
 // spec, trigger, split, expected tiles, clusters) to stderr whenever they change.
 // MXMOE_DECODE_SPEC (read once per process; decode_set_spec for tests): a bit set, 0 off,
