@@ -10,7 +10,8 @@
 # a subset), MXMOE_TEST_TIMEOUT (seconds per test, default 300), MXMOE_GPU_BENCH (flags for an
 # `mxmoe bench` run after the tests; its table is printed last), MXMOE_GPU_MICRO=1 (also build
 # and run the FP8 wgmma and the decode weight-stream microbenchmarks: wgmma_depth.txt,
-# decode_streams.txt).
+# decode_streams.txt), MXMOE_GPU_TIMELINE=1 (also a timeline build of the decode kernels and their
+# GEMM1 -> GEMM2 chain timeline: timeline.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -124,11 +125,29 @@ if [ -n "${MXMOE_GPU_MICRO:-}" ]; then
     fi
   done
 fi
+# Optional (MXMOE_GPU_TIMELINE=1): a second build with the decode kernels' per-CTA timeline
+# (cmake -DMXMOE_DECODE_TIMELINE=ON, build-gpu-tl) and its chain timeline at EP16 T=1/2/4
+# (Sm90DecodeBench.DISABLED_ChainTimeline, bench/NOTES.md D round 21): timeline.txt.
+if [ -n "${MXMOE_GPU_TIMELINE:-}" ]; then
+  TL=$ROOT/build-gpu-tl
+  if cmake -S . -B "$TL" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXMOE_ENABLE_CUDA=ON \
+       -DMXMOE_DECODE_TIMELINE=ON "${deps[@]}" > "$LOG/configure_tl.log" 2>&1 &&
+     ninja -C "$TL" -j"$JOBS" test_sm90_decode_gemm > "$LOG/build_tl.log" 2>&1; then
+    "$TL/tests/gpu/test_sm90_decode_gemm" --gtest_also_run_disabled_tests \
+      --gtest_filter='*DISABLED_ChainTimeline*' > "$LOG/timeline.txt" 2>&1
+    note "decode timeline: rc $? ($(grep -c '^TIMELINE' "$LOG/timeline.txt") lines, timeline.txt), $(elapsed)"
+  else
+    note "decode timeline: build FAILED (configure_tl.log, build_tl.log)"
+  fi
+fi
 echo "---- summary ----"
 printf '%s\n' "${SUMMARY[@]}"
 echo "failure lines in test logs: $bars_failed"
 echo "mxmoe check rows marked FAIL: $(cat "$LOG"/check_*.log 2>/dev/null | grep -c " FAIL$")"
 rc=$(( ctest_rc != 0 || check_rc != 0 || bench_rc != 0 ))
 echo "gpu_check: $([ $rc = 0 ] && echo PASS || echo FAIL) in $(elapsed)"
+if [ -n "${MXMOE_GPU_TIMELINE:-}" ]; then
+  echo "---- decode timeline ----"; grep "^TIMELINE" "$LOG/timeline.txt" 2>/dev/null | cut -c1-240
+fi
 if [ -n "${MXMOE_GPU_BENCH:-}" ]; then echo "---- mxmoe bench ----"; grep -v "^note:" "$LOG/bench.log" | tail -60; fi
 exit $rc
