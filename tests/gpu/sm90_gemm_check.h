@@ -69,6 +69,43 @@ inline int num_sms() {  // 0 (and a test failure) when the query fails
   return e == cudaSuccess ? n : 0;
 }
 
+// The smallest valid GEMM1 / GEMM2 launches (one expert, 64 x 64, eight rows, every pointer into
+// one scratch buffer), for the argument-check tests to spoil one field at a time. init() returns
+// the scratch's allocation or zeroing error for the caller's CUDA_OK.
+struct TinyLaunches {
+  DevBuf<uint8_t> any{1 << 16};
+  DevBuf<int32_t> off{4};
+  Gemm1Params p1;
+  Gemm2Params p2;
+  cudaError_t init() {
+    if (!any.ok() || !off.ok()) return cudaErrorMemoryAllocation;
+    const cudaError_t e = cudaMemset(off.get(), 0, 16);
+    if (e != cudaSuccess) return e;
+    p1.w_packed = any.get();
+    p1.w_scales = any.get();
+    p1.I = 64;
+    p1.K = 64;
+    p1.x = reinterpret_cast<const __nv_bfloat16*>(any.get());
+    p1.x_stride = 64;
+    p1.x_row = off.get();
+    p1.beta = reinterpret_cast<const float*>(any.get());
+    p1.linear_beta = p1.beta;
+    p1.h = reinterpret_cast<__nv_bfloat16*>(any.get() + 4096);
+    p1.g.num_experts = 1;
+    p1.g.expert_offsets = off.get();
+    p1.g.max_rows = 8;
+    p2.w_packed = any.get();
+    p2.w_scales = any.get();
+    p2.H = 64;
+    p2.I = 64;
+    p2.h = reinterpret_cast<const __nv_bfloat16*>(any.get());
+    p2.row_weight = reinterpret_cast<const float*>(any.get());
+    p2.y = reinterpret_cast<float*>(any.get() + 8192);
+    p2.g = p1.g;
+    return cudaSuccess;
+  }
+};
+
 // A random row-major MXFP4 matrix with scale bytes in [s_lo, s_hi].
 struct Mx4 {
   int rows = 0, k = 0;

@@ -72,23 +72,9 @@ TEST(Sm90DecodeSpec, SmallRuleHost) {
 
 TEST(Sm90DecodeGemm, RejectsBadArguments) {
   MXMOE_REQUIRE_SM90();
-  DevBuf<uint8_t> any(1 << 16);
-  DevBuf<int32_t> off(4);
-  CUDA_OK(cudaMemset(off.get(), 0, 16));
-  Gemm1Params p;
-  p.w_packed = any.get();
-  p.w_scales = any.get();
-  p.I = 64;
-  p.K = 64;
-  p.x = reinterpret_cast<const __nv_bfloat16*>(any.get());
-  p.x_stride = 64;
-  p.x_row = off.get();
-  p.beta = reinterpret_cast<const float*>(any.get());
-  p.linear_beta = p.beta;
-  p.h = reinterpret_cast<__nv_bfloat16*>(any.get() + 4096);
-  p.g.num_experts = 1;
-  p.g.expert_offsets = off.get();
-  p.g.max_rows = 8;
+  TinyLaunches tiny;
+  CUDA_OK(tiny.init());
+  Gemm1Params p = tiny.p1;
   p.g.kernel = kGemmDecode;
   EXPECT_EQ(launch_gemm1(p, num_sms(), 0), cudaSuccess);
   auto bad1 = [&](auto edit) {
@@ -112,14 +98,7 @@ TEST(Sm90DecodeGemm, RejectsBadArguments) {
               q.g.kernel = kGemmAuto;
             }),
             cudaSuccess);
-  Gemm2Params p2;
-  p2.w_packed = any.get();
-  p2.w_scales = any.get();
-  p2.H = 64;
-  p2.I = 64;
-  p2.h = reinterpret_cast<const __nv_bfloat16*>(any.get());
-  p2.row_weight = reinterpret_cast<const float*>(any.get());
-  p2.y = reinterpret_cast<float*>(any.get() + 8192);
+  Gemm2Params p2 = tiny.p2;
   p2.g = p.g;
   EXPECT_EQ(launch_gemm2(p2, num_sms(), 0), cudaSuccess);
   Gemm2Params q2 = p2;

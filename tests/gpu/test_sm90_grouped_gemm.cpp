@@ -144,23 +144,9 @@ TEST(Sm90Prepack, RejectsBadShapes) {
 
 TEST(Sm90GroupedGemm, RejectsBadArguments) {
   MXMOE_REQUIRE_SM90();
-  DevBuf<uint8_t> any(1 << 16);
-  DevBuf<int32_t> off(4);
-  CUDA_OK(cudaMemset(off.get(), 0, 16));
-  Gemm1Params p;
-  p.w_packed = any.get();
-  p.w_scales = any.get();
-  p.I = 64;
-  p.K = 64;
-  p.x = reinterpret_cast<const __nv_bfloat16*>(any.get());
-  p.x_stride = 64;
-  p.x_row = off.get();
-  p.beta = reinterpret_cast<const float*>(any.get());
-  p.linear_beta = p.beta;
-  p.h = reinterpret_cast<__nv_bfloat16*>(any.get() + 4096);
-  p.g.num_experts = 1;
-  p.g.expert_offsets = off.get();
-  p.g.max_rows = 8;
+  TinyLaunches tiny;
+  CUDA_OK(tiny.init());
+  const Gemm1Params p = tiny.p1;
   EXPECT_EQ(launch_gemm1(p, num_sms(), 0), cudaSuccess);
   auto bad1 = [&](auto edit) {
     Gemm1Params q = p;
@@ -176,15 +162,7 @@ TEST(Sm90GroupedGemm, RejectsBadArguments) {
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.g.tile_n = 24; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.g.tile_n = 192; }), cudaErrorInvalidValue);  // removed
   EXPECT_EQ(bad1([](Gemm1Params& q) { q.g.expert_offsets = nullptr; }), cudaErrorInvalidValue);
-  Gemm2Params p2;
-  p2.w_packed = any.get();
-  p2.w_scales = any.get();
-  p2.H = 64;
-  p2.I = 64;
-  p2.h = reinterpret_cast<const __nv_bfloat16*>(any.get());
-  p2.row_weight = reinterpret_cast<const float*>(any.get());
-  p2.y = reinterpret_cast<float*>(any.get() + 8192);
-  p2.g = p.g;
+  const Gemm2Params p2 = tiny.p2;
   EXPECT_EQ(launch_gemm2(p2, num_sms(), 0), cudaSuccess);
   Gemm2Params q2 = p2;
   q2.H = 100;
@@ -197,12 +175,12 @@ TEST(Sm90GroupedGemm, RejectsBadArguments) {
   EXPECT_EQ(launch_gemm2(q2, num_sms(), 0), cudaErrorInvalidValue);
   // out_token needs an out that takes 16-byte stores: set, aligned, stride >= H, % 4 == 0.
   q2 = p2;
-  q2.out_token = reinterpret_cast<const int32_t*>(any.get());
+  q2.out_token = reinterpret_cast<const int32_t*>(tiny.any.get());
   EXPECT_EQ(launch_gemm2(q2, num_sms(), 0), cudaErrorInvalidValue);  // out null
-  q2.out = reinterpret_cast<float*>(any.get() + 4);
+  q2.out = reinterpret_cast<float*>(tiny.any.get() + 4);
   q2.out_stride = 64;
   EXPECT_EQ(launch_gemm2(q2, num_sms(), 0), cudaErrorInvalidValue);  // misaligned
-  q2.out = reinterpret_cast<float*>(any.get());
+  q2.out = reinterpret_cast<float*>(tiny.any.get());
   q2.out_stride = 66;
   EXPECT_EQ(launch_gemm2(q2, num_sms(), 0), cudaErrorInvalidValue);  // stride % 4
   q2.out_stride = 60;
