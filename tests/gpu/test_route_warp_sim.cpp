@@ -26,6 +26,7 @@ struct Case {
   float scaling = 1.0f;
   enum Logits { kNormal, kTies, kUnderflow, kClustered } logits = kNormal;
   bool bias = true, minus_inf = false, nan = false;
+  float logit_scale = 2.0f, bias_scale = 0.1f;  // kNormal: logit ~ N(0, scale), bias likewise
 };
 
 struct Inputs {
@@ -39,13 +40,14 @@ Inputs make_inputs(const Case& c, unsigned seed) {
   in.logits.resize(static_cast<size_t>(c.T) * c.E);
   in.bias.resize(c.E);
   for (auto& b : in.bias)
-    b = c.logits == Case::kTies || c.logits == Case::kClustered ? 0.0f : 0.1f * normal(gen);
+    b = c.logits == Case::kTies || c.logits == Case::kClustered ? 0.0f
+                                                                 : c.bias_scale * normal(gen);
   if (c.minus_inf)
     for (int e = 0; e < c.E; ++e)
       if (e % 7 != 3) in.bias[e] = -INFINITY;
   for (int t = 0; t < c.T; ++t)
     for (int e = 0; e < c.E; ++e) {
-      float v = 2.0f * normal(gen);
+      float v = c.logit_scale * normal(gen);
       if (c.logits == Case::kTies) v = 0.25f * (t % 3);
       if (c.logits == Case::kUnderflow) v -= 120.0f;
       // Lanes 0..15 (e % 32 < 16) hold keys that all pass the select's threshold: its fallback.
@@ -94,7 +96,8 @@ void route_sim(const Case& c, const Inputs& in, Way way, std::vector<int32_t>* i
 
 void check_case(const Case& c, unsigned seed) {
   SCOPED_TRACE(::testing::Message() << "T=" << c.T << " E=" << c.E << " k=" << c.k
-                                    << " logits=" << c.logits << " seed=" << seed);
+                                    << " logits=" << c.logits << " scales " << c.logit_scale
+                                    << " / " << c.bias_scale << " seed=" << seed);
   const Inputs in = make_inputs(c, seed);
   std::vector<int32_t> ids[3];
   std::vector<float> w[3];
@@ -159,6 +162,19 @@ TEST(RouteWarpSim, SmallExpertCountsAndWideTopK) {
   check_case({2, 1024, 32}, 11);
   check_case({2, 1024, 33}, 12);
   check_case({2, 896, 64}, 13);
+}
+// Logits from nearly flat to saturated, biases from none to dominant, k from 1 to 32: the
+// select's candidate count moves from k to its fallback bound.
+TEST(RouteWarpSim, VariedScalesBiasesAndTopK) {
+  unsigned seed = 40;
+  for (float ls : {0.01f, 2.0f, 12.0f})
+    for (float bs : {0.0f, 0.1f, 2.0f})
+      for (int k : {1, 8, 32}) {
+        Case c{2, 896, k};
+        c.logit_scale = ls;
+        c.bias_scale = bs;
+        check_case(c, seed++);
+      }
 }
 TEST(RouteWarpSim, NanTokensAgreeAcrossTheThreeWays) {
   Case c{5, 896, 16};
