@@ -1,10 +1,10 @@
-// The router's warp routine (src/cuda/smxx/route_warp.cuh) run on the CPU by tests/gpu/warp_sim.h
+// The router's warp routine (src/cuda/smxx/route_warp.cuh) run on the CPU by tests/gpu/block_sim.h
 // (label cpu): its three ways to pick (register keys with the threshold select, register keys
 // with the k argmax rounds, shared-memory keys) against route_kimi, the CPU reference, and
 // against each other bit for bit (NaN tokens included). This checks the routine's algorithm
 // where no GPU is at hand; the GPU tests (test_gpu_glue_kernels: GpuRoute.*, GpuPrologue.*)
 // check the compiled kernels on the device.
-#include "warp_sim.h"  // first: the warp intrinsics the device header calls
+#include "block_sim.h"  // first: the intrinsics the device header calls
 
 #include <gtest/gtest.h>
 
@@ -71,7 +71,7 @@ void route_sim(const Case& c, const Inputs& in, Way way, std::vector<int32_t>* i
   std::vector<uint32_t> scratch(std::max(c.E, smxx::kRouteSelectWords) + 2);
   uint32_t* aligned = scratch.data() + (reinterpret_cast<uintptr_t>(scratch.data()) % 8 ? 1 : 0);
   const float* bias = c.bias ? in.bias.data() : nullptr;
-  warp_sim::run_warp([&] {
+  block_sim::run_warp([&] {
     for (int t = 0; t < c.T; ++t) {
       const float* row = in.logits.data() + static_cast<size_t>(t) * c.E;
       int32_t* ti = ids->data() + static_cast<size_t>(t) * c.k;
@@ -189,7 +189,7 @@ bool select_picks(const Case& c, unsigned seed) {
   std::vector<uint32_t> scratch(smxx::kRouteSelectWords + 2);
   uint32_t* aligned = scratch.data() + (reinterpret_cast<uintptr_t>(scratch.data()) % 8 ? 1 : 0);
   bool picked = false;
-  warp_sim::run_warp([&] {
+  block_sim::run_warp([&] {
     const int lane = threadIdx.x % 32;
     uint32_t key[32];
     for (int i = 0; i < 32; ++i) {
