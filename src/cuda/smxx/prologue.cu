@@ -163,10 +163,10 @@ PrologueShape prologue_plan(int T, int k, int num_experts_total, int expert_coun
   int64_t route_warps = 0;
   if (routing) {
     if (num_experts_total <= 0 || k > num_experts_total) return s;
-    // One warp routes one token in a few us (k argmax rounds over E keys): the CTA routes only
-    // when every token gets its own warp; more tokens are routed first by route.cu's many-CTA
-    // kernel (one more launch) instead of in several serial rounds here.
-    // Keys in registers: each warp needs only the select's scratch (kRouteSelectWords).
+    // One warp routes one token (route_warp.cuh): the CTA routes only when every token gets its
+    // own warp; more tokens are routed first by route.cu's many-CTA kernel (one more launch)
+    // instead of one after another here. Each routing warp needs route_scratch_words of shared
+    // memory (the select's scratch with register keys, E keys otherwise).
     route_warps = std::min<int64_t>(kWarps, words / route_scratch_words(num_experts_total));
     if (route_warps >= T) {
       route_warps = T;
