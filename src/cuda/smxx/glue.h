@@ -45,10 +45,14 @@ constexpr int kRouteRegExperts = kRouteRegMax;
 // aligned): the candidates' (key, id) pairs, then the k <= 32 slot ids.
 constexpr int kRouteSelectMax = 64;
 constexpr int kRouteSelectWords = 2 * kRouteSelectMax + 32;
+// Whether the router keeps E experts' keys in registers (route_warp.cuh's register version).
+MXMOE_HD bool route_keys_in_registers(int E, int reg_experts = kRouteRegExperts) {
+  return E <= reg_experts && E <= kRouteRegMax;
+}
 // The per-warp scratch words the router needs for E experts: E keys (shared-memory version) or
 // the select's words (register version); even, so consecutive warps' scratch stays 8-byte aligned.
 MXMOE_HD int route_scratch_words(int E, int reg_experts = kRouteRegExperts) {
-  const int words = E <= reg_experts && E <= kRouteRegMax ? kRouteSelectWords : E;
+  const int words = route_keys_in_registers(E, reg_experts) ? kRouteSelectWords : E;
   return (words + 1) & ~1;
 }
 // reg_experts: tests force the register version (kRouteRegMax) or the shared-memory one (0).

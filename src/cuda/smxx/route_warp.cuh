@@ -232,14 +232,14 @@ __device__ __forceinline__ void route_token_warp_regs(const float* row, const fl
 }
 
 // Routes token row `row` (E logits) into ids[0..k) / weights[0..k). `keys` is this warp's
-// shared-memory scratch, 8-byte aligned: E words, or for the register version (E <= reg_experts,
-// at most kRouteRegMax) route_select_warp's kRouteSelectWords (route_scratch_words). Called by
-// all 32 lanes of a warp.
+// shared-memory scratch, 8-byte aligned: E words, or for the register version
+// (route_keys_in_registers) route_select_warp's kRouteSelectWords (route_scratch_words). Called
+// by all 32 lanes of a warp.
 __device__ __forceinline__ void route_token_warp(const float* row, const float* bias, int E, int k,
                                                  bool renormalize, float scaling, uint32_t* keys,
                                                  int32_t* ids, float* weights,
                                                  int reg_experts = kRouteRegExperts) {
-  if (E <= reg_experts && E <= kRouteRegMax) {
+  if (route_keys_in_registers(E, reg_experts)) {
     route_token_warp_regs(row, bias, E, k, renormalize, scaling, ids, weights, keys);
     return;
   }
@@ -280,7 +280,7 @@ __device__ __forceinline__ void route_token_warp(const float* row, const float* 
     for (int off = 16; off > 0; off >>= 1) {
       const uint32_t ov = __shfl_xor_sync(~0u, best, off);
       const int oid = __shfl_xor_sync(~0u, best_id, off);
-      if (ov > best || (ov == best && oid < best_id)) { best = ov; best_id = oid; }
+      if (route_before(ov, oid, best, best_id)) { best = ov; best_id = oid; }
     }
     // k <= E, so an unretired expert (key >= 1) always exists: best_id is a valid id.
     const float s = situ_sigmoid(row[best_id]);
