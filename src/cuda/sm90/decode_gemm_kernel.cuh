@@ -525,7 +525,8 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
   }
   if constexpr (kSpec) {
     pdl::wait();  // the token rows (and offsets, rows, h) come from earlier kernels
-    if (!kGemm1 || spec.trigger) pdl::launch_dependents();
+    // (GEMM1 here keeps its late trigger: DecodeSpec::trigger is for the bulk ring only.)
+    if constexpr (!kGemm1) pdl::launch_dependents();
     if (tile < total) {
       if (!spec.preload) start_weights(ti);
       start_chunks(ti);
