@@ -64,7 +64,8 @@ if [[ " ${names[*]} " == *" . "* ]] && [ "${AB_GEMM:-1}" != 0 ]; then
 fi
 
 bench="--layouts ${AB_LAYOUTS:-ep16,tp8ep4} --tokens ${AB_TOKENS:-4096,8192,16384}"
-bench+=" --backends w4a16,w4a8 --routing uniform --router ${AB_ROUTER:-ids} --no-baselines --budget 0.1"
+bench+=" --backends w4a16,w4a8 --routing uniform --router ${AB_ROUTER:-ids}"
+bench+=" --no-baselines --budget 0.1"
 tag_of() { echo "$(echo "$1" | tr -c 'A-Za-z0-9_\n' '_')_$2"; }  # $1 variant, $2 pass: log name
 run_variant() {  # $1 variant, $2 pass
   local n=${1%%@*} envs="" tag

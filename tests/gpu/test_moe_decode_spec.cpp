@@ -184,8 +184,9 @@ TEST(MoeDecodeSpec, EagerModesBitIdentical) {
 
 TEST(MoeDecodeSpec, GraphReplayReadsEachReplaysIds) {
   // Captured once under each of four modes (every bit; the early trigger and own inputs
-  // without the preload; the one-tile trigger without the ids; the default rule), replayed after new ids and
-  // activations were written: each replay equals an eager mode-0 run on the same inputs.
+  // without the preload; the one-tile trigger without the ids; the default rule), replayed after
+  // new ids and activations were written: each replay equals an eager mode-0 run on the same
+  // inputs.
   MXMOE_REQUIRE_SM90();
   auto g = make_gpu_layer(kE, kH, kI, kK, kStart, kCount, 602);
   ASSERT_TRUE(g);
