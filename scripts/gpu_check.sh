@@ -136,8 +136,8 @@ if [ -n "${MXMOE_GPU_TIMELINE:-}" ]; then
     "$TL/tests/gpu/test_sm90_decode_gemm" --gtest_also_run_disabled_tests \
       --gtest_filter='*DISABLED_ChainTimeline*' > "$LOG/timeline.txt" 2>&1
     tl_rc=$?
-    note "decode timeline: rc $tl_rc ($(grep -c '^TIMELINE' "$LOG/timeline.txt") lines," \
-      "timeline.txt), $(elapsed)"
+    tl_lines=$(grep -c '^TIMELINE' "$LOG/timeline.txt")
+    note "decode timeline: rc $tl_rc ($tl_lines lines, timeline.txt), $(elapsed)"
   else
     note "decode timeline: build FAILED (configure_tl.log, build_tl.log)"
   fi
