@@ -192,11 +192,7 @@ bool select_picks(const Case& c, unsigned seed) {
   block_sim::run_warp([&] {
     const int lane = threadIdx.x % 32;
     uint32_t key[32];
-    for (int i = 0; i < 32; ++i) {
-      const int e = lane + 32 * i;
-      const float s = e < c.E ? situ_sigmoid(in.logits[e]) : 0.0f;
-      key[i] = e < c.E ? smxx::route_order_key(s + in.bias[e]) : 0u;
-    }
+    smxx::route_lane_keys(in.logits.data(), in.bias.data(), c.E, key);
     uint32_t lb;
     int li;
     smxx::route_tree_max(key, lb, li);

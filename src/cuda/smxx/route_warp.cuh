@@ -158,21 +158,14 @@ __device__ __forceinline__ bool route_select_warp(const uint32_t (&key)[32], uin
   return true;
 }
 
-// E <= kRouteRegExperts: lane l holds the keys of experts l + 32 i in registers and its own best
-// (highest key, lowest i). A round is two warp reductions (redux.sync: max key, then min id among
-// the lanes holding it) and the winning lane's retire-and-rescan (route_tree_max). The slot
-// sigmoids are recomputed from the winners' logits after the rounds (cache hits, all lanes at
-// once) and summed in slot order, so they stay off the rounds' critical path.
-// Loads first: every logit and bias of the lane is requested before any arithmetic. Written
-// with the sigmoid (whose IEEE division has a called slow path) between them, the route kernel
-// alone took 15 us at T = 1, k = 1 from a warm L2 (2.6 us for an empty graph node): the loads
-// are thought to have gone out one at a time (bench/NOTES.md G round 12).
-// select_scratch (kRouteSelectWords words, 8-byte aligned, or null): with it and k <= 32 the
-// picks come from route_select_warp, the rounds being its fallback.
-__device__ __forceinline__ void route_token_warp_regs(const float* row, const float* bias, int E,
-                                                      int k, bool renormalize, float scaling,
-                                                      int32_t* ids, float* weights,
-                                                      uint32_t* select_scratch) {
+// This lane's keys of experts lane + 32 i (E <= 32 * 32; absent experts 0, as if retired, so
+// never picked when k <= E). Loads first: every logit and bias of the lane is requested before
+// any arithmetic. Written with the sigmoid (whose IEEE division has a called slow path) between
+// them, the route kernel alone took 15 us at T = 1, k = 1 from a warm L2 (2.6 us for an empty
+// graph node): the loads are thought to have gone out one at a time (bench/NOTES.md G round
+// 12). Returns whether any of the lane's keys is NaN.
+__device__ __forceinline__ bool route_lane_keys(const float* row, const float* bias, int E,
+                                                uint32_t (&key)[32]) {
   const int lane = threadIdx.x % 32;
   float lg[32], bs[32];
 #pragma unroll
@@ -181,11 +174,10 @@ __device__ __forceinline__ void route_token_warp_regs(const float* row, const fl
     lg[i] = e < E ? row[e] : 0.0f;
     bs[i] = bias != nullptr && e < E ? bias[e] : 0.0f;
   }
-  uint32_t key[32];
   bool saw_nan = false;
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
-    key[i] = 0u;  // absent experts look retired: never picked (k <= E)
+    key[i] = 0u;
     if (lane + 32 * i < E) {
       const float s = situ_sigmoid(lg[i]);
       const float c = bias ? s + bs[i] : s;
@@ -193,7 +185,24 @@ __device__ __forceinline__ void route_token_warp_regs(const float* row, const fl
       key[i] = route_order_key(c);
     }
   }
-  const bool nan_token = __any_sync(~0u, saw_nan);
+  return saw_nan;
+}
+
+// E <= kRouteRegExperts: lane l holds the keys of experts l + 32 i in registers and its own best
+// (highest key, lowest i). A round is two warp reductions (redux.sync: max key, then min id among
+// the lanes holding it) and the winning lane's retire-and-rescan (route_tree_max). The slot
+// sigmoids are recomputed from the winners' logits after the rounds (cache hits, all lanes at
+// once) and summed in slot order, so they stay off the rounds' critical path. The keys:
+// route_lane_keys.
+// select_scratch (kRouteSelectWords words, 8-byte aligned, or null): with it and k <= 32 the
+// picks come from route_select_warp, the rounds being its fallback.
+__device__ __forceinline__ void route_token_warp_regs(const float* row, const float* bias, int E,
+                                                      int k, bool renormalize, float scaling,
+                                                      int32_t* ids, float* weights,
+                                                      uint32_t* select_scratch) {
+  const int lane = threadIdx.x % 32;
+  uint32_t key[32];
+  const bool nan_token = __any_sync(~0u, route_lane_keys(row, bias, E, key));
   uint32_t lb;
   int li;
   route_tree_max(key, lb, li);
