@@ -318,18 +318,14 @@ TEST(Sm90DecodeGemm, TiledKernelStillServes16TokenTiles) {
 
 constexpr double kCopyGBs = 3917.0;  // SM copy rate on the H200 (bench/RESULTS.md)
 
-void bench(const char* layout, int E, int I, int topk, int T) {
-  const int H = 3584;
-  std::mt19937_64 rng(T * 131 + E);
-  const std::vector<int> rows = uniform_rows(rng, E, topk, T);
-  const std::vector<int32_t> off = offsets_of(rows);
-  const int pairs = off[E];
-  int hit = 0;
-  for (int e = 0; e < E; ++e) hit += rows[e] > 0;
-
-  const size_t w13q = prepacked_packed_bytes(2 * I, H), w13s = prepacked_scale_bytes(2 * I, H);
-  const size_t w2q = prepacked_packed_bytes(H, I), w2s = prepacked_scale_bytes(H, I);
-  std::vector<uint8_t> hq(E * w13q), hs(E * w13s);  // w2: their first bytes (bench_chain_host)
+// The timing benches' GEMM1 -> GEMM2 chain at Kimi-K3's width (H 3584): E experts of I, the
+// pair rows `off` of T tokens, random weight bytes (xorshift, no compressible bytes; w2 reuses
+// w13's first bytes, bench_chain_host) with scales 2^-9 .. 2^-1, random activations from rng.
+ChainHost bench_kimi_host(int E, int I, int T, const std::vector<int32_t>& off,
+                          std::mt19937_64& rng) {
+  const int H = 3584, pairs = off[E];
+  std::vector<uint8_t> hq(E * prepacked_packed_bytes(2 * I, H));
+  std::vector<uint8_t> hs(E * prepacked_scale_bytes(2 * I, H));
   uint64_t x = 0x9E3779B97F4A7C15ull * (T + 1);  // xorshift: ~1 GB of bytes per layout
   for (size_t i = 0; i + 8 <= hq.size(); i += 8) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -344,8 +340,21 @@ void bench(const char* layout, int E, int I, int topk, int T) {
   for (auto& v : act) v = random_bf16(rng, 0.05f);
   host.x.assign(act.begin(), act.begin() + static_cast<size_t>(T) * H);
   host.h.assign(act.begin(), act.begin() + static_cast<size_t>(pairs) * I);
+  return host;
+}
+
+void bench(const char* layout, int E, int I, int topk, int T) {
+  const int H = 3584;
+  std::mt19937_64 rng(T * 131 + E);
+  const std::vector<int> rows = uniform_rows(rng, E, topk, T);
+  const std::vector<int32_t> off = offsets_of(rows);
+  int hit = 0;
+  for (int e = 0; e < E; ++e) hit += rows[e] > 0;
+
+  const size_t w13q = prepacked_packed_bytes(2 * I, H), w13s = prepacked_scale_bytes(2 * I, H);
+  const size_t w2q = prepacked_packed_bytes(H, I), w2s = prepacked_scale_bytes(H, I);
   ChainProblem prob;
-  CUDA_OK(prob.init(host));
+  CUDA_OK(prob.init(bench_kimi_host(E, I, T, off, rng)));
   const size_t flush_bytes = 256u << 20;
   DevBuf<uint8_t> flush(flush_bytes);
   const int sms = num_sms();
@@ -474,7 +483,7 @@ TEST(Sm90DecodeBench, DISABLED_ChainTimeline) {
   std::vector<uint64_t> tl;
   if (decode_timeline_read(&tl) == cudaErrorNotSupported)
     GTEST_SKIP() << "not a MXMOE_DECODE_TIMELINE build (test NOT run)";
-  const int E = 56, I = 3072, H = 3584;
+  const int E = 56, I = 3072;
   const int saved_spec = decode_spec();
   cudaStream_t st = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -485,17 +494,8 @@ TEST(Sm90DecodeBench, DISABLED_ChainTimeline) {
   for (int T : {1, 2, 4}) {
     std::mt19937_64 rng(T * 131 + E);
     const std::vector<int32_t> off = offsets_of(uniform_rows(rng, E, 1, T));
-    const size_t w13q = prepacked_packed_bytes(2 * I, H), w13s = prepacked_scale_bytes(2 * I, H);
-    std::vector<uint8_t> hq(E * w13q), hs(E * w13s);  // random: no compressible weights
-    fill_bytes(&hq, T, 0, 256);
-    fill_bytes(&hs, T + 7, 118, 9);  // scales 2^-9 .. 2^-1
-    ChainHost host = bench_chain_host(E, I, H, T, off, std::move(hq), std::move(hs));
-    std::vector<uint16_t> act(static_cast<size_t>(std::max(T, off[E])) * std::max(H, I));
-    for (auto& v : act) v = random_bf16(rng, 0.05f);
-    host.x.assign(act.begin(), act.begin() + static_cast<size_t>(T) * H);
-    host.h.assign(act.begin(), act.begin() + static_cast<size_t>(off[E]) * I);
     ChainProblem prob;
-    CUDA_OK(prob.init(host));
+    CUDA_OK(prob.init(bench_kimi_host(E, I, T, off, rng)));
     const Gemm1Params p1 = prob.gemm1(16);
     const Gemm2Params p2 = prob.gemm2(16);
     auto chain = [&](cudaStream_t s) {
