@@ -21,8 +21,7 @@ ref=${1:?usage: $0 REF [sources...]}
 shift
 srcs=("$@")
 [ ${#srcs[@]} -gt 0 ] || srcs=(src/cuda/sm90/*.cu src/cuda/smxx/*.cu)
-NVCC=${NVCC:-nvcc}
-command -v "$NVCC" >/dev/null || NVCC=/usr/local/cuda/bin/nvcc
+. scripts/lib/cubin.sh
 W=$ROOT/build-kdiff
 rm -rf "$W" && mkdir -p "$W/ref" "$W/tree" "$W/out"
 git archive "$ref" src include | tar -x -C "$W/ref" || exit 2
@@ -31,11 +30,7 @@ git archive "$ref" src include | tar -x -C "$W/ref" || exit 2
 hashes() {
   local dir=$1 src=$2 out=$3 cubin
   cubin=$W/out/$(echo "$dir$src" | tr '/.' '__').cubin
-  "$NVCC" -I"$dir/src/cuda" -I"$dir/include" -O3 -DNDEBUG -arch=sm_90a -cubin \
-    --expt-relaxed-constexpr -std=c++17 -x cu "$dir/$src" -o "$cubin" 2> "$cubin.log" || {
-    echo "compile failed: $dir/$src (see $cubin.log)" >&2
-    return 1
-  }
+  compile_cubin "$dir" "$src" "$cubin" || return 1
   readelf -SW "$cubin" 2>/dev/null |
     awk '{for (i = 1; i <= NF; ++i) if ($i ~ /^\.text\./) { print $i, $(i + 3), $(i + 4) } }' |
     while read -r name off size; do
