@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # scripts/kernel_sass.sh: what a kernel compiles to, read without a GPU. Builds the sm_90a cubin
 # of one CUDA source (the build's device flags, scripts/lib/cubin.sh) and prints, per kernel
-# whose demangled name matches REGEX: registers, stack bytes (spills, local arrays), and its SASS instructions
-# (static, not executed, counts) by kind: global loads / stores, shared memory, async copies,
-# tensor-core ops, MUFU, shuffles and votes, barriers, spill traffic, calls, branches and
-# convergence, the rest. With --ref REF the same counts of the source at git REF are printed above
+# whose demangled name matches REGEX: registers, stack bytes (spills, local arrays), and its
+# SASS instructions (static, not executed, counts) by kind: global loads / stores, shared
+# memory, async copies, tensor-core ops, MUFU, shuffles and votes, barriers, spill traffic,
+# calls, branches and convergence, the rest. With --ref REF the same counts of the source at git REF are printed above
 # each kernel's, so a change's effect on the machine code is read, not guessed; --dump DIR
-# writes each listed kernel's SASS to DIR/<n>.sass (names in DIR/index.txt), for reading what
-# the counts point at (which loads wait on which, where a call sits); --loops adds a line per
-# innermost loop of each kernel (its body's instructions by kind: what a mainloop step costs).
+# writes each listed kernel's SASS to DIR/<n>.sass (names in DIR/index.txt) with every
+# instruction's control bits decoded (stall, scoreboards set and waited for), for reading what
+# the counts point at (which first use waits for which loads, where a call sits); --loops adds
+# a line per innermost loop of each kernel (its body's instructions by kind: what a mainloop
+# step costs).
 #
 #   bash scripts/kernel_sass.sh [--ref REF] [--loops] [--dump DIR] SRC [REGEX]
 #   e.g. bash scripts/kernel_sass.sh --ref HEAD~ src/cuda/smxx/route.cu
@@ -154,6 +156,36 @@ loops() {
     }' kinds_list="$KINDS" min_n="${LOOP_MIN:-16}"
 }
 
+# annotate: a kernel's listing, one line per instruction with its scheduling control bits decoded
+# from the encoding's high word (bits 41-57: stall cycles, yield, the scoreboard the instruction
+# sets when its result is ready (w) or its operands are read (r), and the scoreboards it waits
+# for first (W)): "addr  S<stall> <y> w<n> r<n> W<list>  instruction". Which loads share a
+# scoreboard, and which first use waits for which loads, is read here.
+annotate() {
+  awk '
+    function hex(h,   i, v) {
+      v = 0
+      for (i = 1; i <= length(h); ++i) v = 16 * v + index("0123456789abcdef", substr(h, i, 1)) - 1
+      return v
+    }
+    function bits(v, lo, n) { return int(v / 2 ^ lo) % 2 ^ n }
+    /Function :/ { print; next }
+    /^ +\/\*[0-9a-f]+\*\// {
+      pending = $0; next
+    }
+    pending != "" && /^ +\/\* 0x[0-9a-f]+ \*\// {
+      w = $0; sub(/^ +\/\* 0x/, "", w); sub(/ .*/, "", w)
+      v = hex(substr(w, 1, 6))  # bits 40-63 of the high word
+      addr = pending; sub(/^ +\/\*/, "", addr); sub(/\*\/.*/, "", addr)
+      ins = pending; sub(/^ +\/\*[0-9a-f]+\*\/ +/, "", ins); sub(/ *\/\*.*/, "", ins)
+      wr = bits(v, 6, 3); rd = bits(v, 9, 3); wt = bits(v, 12, 6); list = ""
+      for (b = 0; b < 6; ++b) if (bits(wt, b, 1)) list = list b
+      printf "%6s  S%-2d %s w%s r%s W%-6s %s\n", addr, bits(v, 1, 4), bits(v, 5, 1) ? "y" : ".",
+        wr == 7 ? "-" : wr, rd == 7 ? "-" : rd, list == "" ? "-" : list, ins
+      pending = ""
+    }'
+}
+
 short() {  # demangled name without the namespaces and the parameter list
   c++filt | sed -E 's/mxmoe::(smxx::|sm90::|detail::)?//g; s/\(anonymous namespace\):://g;
     s/^void //; s/\(.*\)$//'
@@ -192,7 +224,8 @@ while IFS='|' read -r mangled rest; do
     awk -v k="$mangled" '/Function :/ { on = ($3 == k) } on' "$W/tree.sass" | loops
   fi
   if [ -n "$dump" ]; then
-    awk -v k="$mangled" '/Function :/ { on = ($3 == k) } on' "$W/tree.sass" > "$dump/$n.sass"
+    awk -v k="$mangled" '/Function :/ { on = ($3 == k) } on' "$W/tree.sass" | annotate \
+      > "$dump/$n.sass"
     echo "$n $name" >> "$dump/index.txt"
   fi
 done < "$W/tree.counts"
