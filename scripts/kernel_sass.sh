@@ -4,13 +4,13 @@
 # whose demangled name matches REGEX: registers, stack bytes (spills, local arrays), and its
 # SASS instructions (static, not executed, counts) by kind: global loads / stores, shared
 # memory, async copies, tensor-core ops, MUFU, shuffles and votes, barriers, spill traffic,
-# calls, branches and convergence, the rest. With --ref REF the same counts of the source at git REF are printed above
-# each kernel's, so a change's effect on the machine code is read, not guessed; --dump DIR
-# writes each listed kernel's SASS to DIR/<n>.sass (names in DIR/index.txt) with every
-# instruction's control bits decoded (stall, scoreboards set and waited for), for reading what
-# the counts point at (which first use waits for which loads, where a call sits); --loops adds
-# a line per innermost loop of each kernel (its body's instructions by kind: what a mainloop
-# step costs).
+# calls, branches and convergence, the rest. With --ref REF the same counts of the source at
+# git REF are printed above each kernel's, so a change's effect on the machine code is read, not
+# guessed; --dump DIR writes each listed kernel's SASS to DIR/<n>.sass (names in
+# DIR/index.txt) with every instruction's control bits decoded (stall, scoreboards set and
+# waited for), for reading what the counts point at (which first use waits for which loads,
+# where a call sits); --loops adds a line per innermost loop of each kernel (its body's
+# instructions by kind: what a mainloop step costs).
 #
 #   bash scripts/kernel_sass.sh [--ref REF] [--loops] [--dump DIR] SRC [REGEX]
 #   e.g. bash scripts/kernel_sass.sh --ref HEAD~ src/cuda/smxx/route.cu
