@@ -306,6 +306,19 @@ struct SpecCase {
   }
 };
 
+// A case's mainloop A/B (alt != 0): run 0 under the decode mainloop in force, runs 1.. under alt
+// (decode_set_mainloop; graph captures take run 1's); the runs' bit identity is the check. The
+// mainloop in force comes back when it goes out of scope.
+struct MainloopCase {
+  int alt;
+  int saved = decode_mainloop();
+  explicit MainloopCase(int alt_) : alt(alt_) {}
+  ~MainloopCase() { decode_set_mainloop(saved); }
+  void before_run(int run) const {
+    if (alt != 0) decode_set_mainloop(run == 0 ? saved : alt);
+  }
+};
+
 // ---------------------------------------------------------------------------------------------
 struct Gemm1Case {
   std::vector<int> rows;  // per expert
@@ -320,6 +333,7 @@ struct Gemm1Case {
   int s_lo = 120, s_hi = 130;
   uint64_t seed = 1;
   int spec = 0;            // DecodeSpec mode of runs 1.. (run 0 runs without; SpecCase)
+  int alt_mainloop = 0;    // decode mainloop of runs 1.. (MainloopCase)
 };
 
 inline void run_gemm1_case(const Gemm1Case& c) {
@@ -381,16 +395,19 @@ inline void run_gemm1_case(const Gemm1Case& c) {
   p.g.kernel = c.kernel;
   p.g.split_k = c.split_k;
   const SpecCase spec(c.spec, c.rows, max_rows - pairs, c.seed, &p.g);
+  const MainloopCase loop(c.alt_mainloop);
 
   const int runs = c.graph ? 4 : 2;
   std::vector<std::vector<uint16_t>> h(runs);
   CapturedLaunch graph;
   spec.before_run(1);
+  loop.before_run(1);
   if (c.graph) CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm1(p, num_sms(), s); }));
   for (int run = 0; run < runs; ++run) {
     CUDA_OK(cudaMemset(d_h.get(), 0xFF, d_h.size() * 2));  // poison: BF16 NaN
     CUDA_OK(cudaDeviceSynchronize());
     spec.before_run(run);
+    loop.before_run(run);
     CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm1(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(d_h.download(&h[run]));
@@ -482,6 +499,7 @@ struct Gemm2Case {
   bool direct = true;  // also run with an out_token table (check_gemm2_direct)
   int scale_offset = 0;  // bytes: the scales at d_ws + scale_offset (4: not 16-byte aligned)
   int spec = 0;          // as Gemm1Case::spec
+  int alt_mainloop = 0;  // as Gemm1Case::alt_mainloop
 };
 
 inline void run_gemm2_case(const Gemm2Case& c) {
@@ -535,16 +553,19 @@ inline void run_gemm2_case(const Gemm2Case& c) {
   p.g.kernel = c.kernel;
   p.g.split_k = c.split_k;
   const SpecCase spec(c.spec, c.rows, max_rows - pairs, c.seed, &p.g);
+  const MainloopCase loop(c.alt_mainloop);
 
   const int runs = c.graph ? 4 : 2;
   std::vector<std::vector<float>> y(runs);
   CapturedLaunch graph;
   spec.before_run(1);
+  loop.before_run(1);
   if (c.graph) CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm2(p, num_sms(), s); }));
   for (int run = 0; run < runs; ++run) {
     CUDA_OK(cudaMemset(d_y.get(), 0xFF, d_y.size() * 4));  // poison: fp32 NaN
     CUDA_OK(cudaDeviceSynchronize());
     spec.before_run(run);
+    loop.before_run(run);
     CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm2(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(d_y.download(&y[run]));

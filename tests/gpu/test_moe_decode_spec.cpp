@@ -150,10 +150,11 @@ TEST(MoeDecodeSpec, EagerModesBitIdentical) {
   // per-expert parameters; 2 rows 4 elements apart (no longer 16-byte: own inputs fall back).
   for (int variant = 0; variant < 3; ++variant) {
     for (Backend backend : {Backend::kW4A16, Backend::kW4A8}) {
-      for (int mainloop : {0, sm90::kDecodeBulkRing, sm90::kDecodeRegStream}) {
+      for (int mainloop : {0, sm90::kDecodeBulkRing, sm90::kDecodeRegStream,
+                           sm90::kDecodeRegRing}) {
         for (int T : {1, 2, 5, 16, 40}) {
           for (Routing r : {Routing::kLocalHeavy, Routing::kOneExpert}) {
-            if (variant > 0 && (mainloop == sm90::kDecodeRegStream || T == 16)) continue;
+            if (variant > 0 && (mainloop >= sm90::kDecodeRegStream || T == 16)) continue;
             const CaseInputs in = make_inputs(*g->syn, T, r, 1000 + T + 100 * variant);
             MoeRun run(*g, T, backend, variant == 0 ? 0 : variant == 1 ? 8 : 4, variant == 1);
             CUDA_OK(run.load(in));

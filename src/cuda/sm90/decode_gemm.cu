@@ -23,9 +23,14 @@ constexpr int kSplits[4] = {1, 2, 4, 8};
 // first H200 run (bench/NOTES.md D): a split pays off only when the tiles leave SMs idle.
 constexpr int kReduceCostSteps = 24;
 
-// Forced mainloop (0 = the rule). Starts from MXMOE_DECODE_MAINLOOP=1|2 so an end-to-end
+// Forced mainloop (0 = the rule). Starts from MXMOE_DECODE_MAINLOOP=1|2|3|4 so an end-to-end
 // `mxmoe bench` run can time both mainloops in one device session; tests set it directly.
-int valid_mainloop(int m) { return m == kDecodeBulkRing || m == kDecodeRegStream ? m : 0; }
+int valid_mainloop(int m) {
+  return m == kDecodeBulkRing || m == kDecodeRegStream || m == kDecodeRegRing ||
+                 m == kDecodeRuleWithRing
+             ? m
+             : 0;
+}
 int mainloop_from_env() {
   const char* env = std::getenv("MXMOE_DECODE_MAINLOOP");
   return valid_mainloop(env != nullptr ? std::atoi(env) : 0);
@@ -48,40 +53,48 @@ std::atomic<int> g_spec{spec_from_env()};
 // MXMOE_DECODE_TRACE (set: on): each decode launch's choices to stderr when they differ from
 // the previous launch of the same GEMM, to see which kernels a benchmark or a chain runs.
 const bool g_trace = std::getenv("MXMOE_DECODE_TRACE") != nullptr;
-void trace_launch(bool gemm1, bool bulk, bool spec, int trigger, int S, int tiles, int experts,
+void trace_launch(bool gemm1, int loop, bool spec, int trigger, int S, int tiles, int experts,
                   int M, int K, int64_t clusters) {
   static std::mutex mu;
   static int64_t last[2][9];
-  const int64_t now[9] = {bulk, spec, trigger, S, tiles, experts, M, K, clusters};
+  const int64_t now[9] = {loop, spec, trigger, S, tiles, experts, M, K, clusters};
   std::lock_guard<std::mutex> lock(mu);
   if (std::equal(now, now + 9, last[gemm1])) return;
   std::copy(now, now + 9, last[gemm1]);
   std::fprintf(stderr,
                "decode trace: GEMM%d %s spec %d trigger %d split %d tiles %d experts %d M %d K %d "
                "clusters %lld\n",
-               gemm1 ? 1 : 2, bulk ? "bulk" : "register", spec ? 1 : 0, trigger, S, tiles,
+               gemm1 ? 1 : 2,
+               loop == kDecodeBulkRing ? "bulk" : loop == kDecodeRegRing ? "ring" : "register",
+               spec ? 1 : 0, trigger, S, tiles,
                experts, M, K, static_cast<long long>(clusters));
 }
 
-// kBulk: the bulk-copy ring (decode_bulk_kernel.cuh), else the register-streamed mainloop.
+// kLoop: the mainloop (decode_gemm.h): kDecodeBulkRing the bulk-copy ring
+// (decode_bulk_kernel.cuh), kDecodeRegStream the register-streamed one, kDecodeRegRing that one
+// with its weights through a per-thread shared-memory ring (no kSpec instantiation).
 // kSpec: the instantiation that reads the ids before the wait; split 8 (only when forced) has
 // none and takes the plain kernel.
-template <int S, bool kGemm1, bool kBulk, bool kSpec>
+template <int S, bool kGemm1, int kLoop, bool kSpec>
 auto* kernel_of() {
   constexpr bool spec = kSpec && S <= 4;
-  if constexpr (kBulk) {
+  if constexpr (kLoop == kDecodeBulkRing) {
     return decode::decode_bulk_kernel<S, kGemm1, spec>;
+  } else if constexpr (kLoop == kDecodeRegRing) {
+    return decode::decode_gemm_kernel<S, kGemm1, false, true>;
   } else {
     return decode::decode_gemm_kernel<S, kGemm1, spec>;
   }
 }
-template <int S, bool kBulk>
+template <int S, int kLoop>
 constexpr size_t smem_of() {
-  return kBulk ? decode::BulkSmem<S>::kDynamic : decode::Smem<S>::kDynamic;
+  return kLoop == kDecodeBulkRing  ? decode::BulkSmem<S>::kDynamic
+         : kLoop == kDecodeRegRing ? decode::Smem<S, true>::kDynamic
+                                   : decode::Smem<S>::kDynamic;
 }
-template <bool kBulk>
+template <int kLoop>
 constexpr int threads_of() {
-  return kBulk ? decode::kBulkThreads : decode::kThreads;
+  return kLoop == kDecodeBulkRing ? decode::kBulkThreads : decode::kThreads;
 }
 
 struct Occupancy {
@@ -92,14 +105,14 @@ struct Occupancy {
 
 // How many clusters of S CTAs the device runs at once (a cluster's CTAs share a GPC, so fewer
 // than per_sm x SMs / S); 0 when the query is not available.
-template <bool kGemm1, bool kBulk, bool kSpec, int S>
+template <bool kGemm1, int kLoop, bool kSpec, int S>
 int max_active_clusters() {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(S * 64);
-  cfg.blockDim = dim3(threads_of<kBulk>());
-  cfg.dynamicSmemBytes = smem_of<S, kBulk>();
+  cfg.blockDim = dim3(threads_of<kLoop>());
+  cfg.dynamicSmemBytes = smem_of<S, kLoop>();
   int n = 0;
-  if (cudaOccupancyMaxActiveClusters(&n, kernel_of<S, kGemm1, kBulk, kSpec>(), &cfg) !=
+  if (cudaOccupancyMaxActiveClusters(&n, kernel_of<S, kGemm1, kLoop, kSpec>(), &cfg) !=
       cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
@@ -107,11 +120,11 @@ int max_active_clusters() {
   return n;
 }
 
-template <bool kGemm1, bool kBulk, bool kSpec, int S>
+template <bool kGemm1, int kLoop, bool kSpec, int S>
 cudaError_t setup_one(int* per_sm) {
-  auto* k = kernel_of<S, kGemm1, kBulk, kSpec>();
-  const int smem = static_cast<int>(smem_of<S, kBulk>());
-  constexpr int kThreadsPerCta = threads_of<kBulk>();
+  auto* k = kernel_of<S, kGemm1, kLoop, kSpec>();
+  const int smem = static_cast<int>(smem_of<S, kLoop>());
+  constexpr int kThreadsPerCta = threads_of<kLoop>();
   cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   // The largest shared-memory carveout, as the chain's other kernels get from their smem needs:
@@ -142,26 +155,26 @@ cudaError_t setup_one(int* per_sm) {
   return *per_sm >= 1 ? cudaSuccess : cudaErrorInvalidConfiguration;
 }
 
-template <bool kGemm1, bool kBulk, bool kSpec>
+template <bool kGemm1, int kLoop, bool kSpec>
 const Occupancy& occupancy() {
   static Occupancy occ;
   static std::once_flag once;
   std::call_once(once, [] {
-    cudaError_t e = setup_one<kGemm1, kBulk, kSpec, 1>(&occ.per_sm[0]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, kSpec, 2>(&occ.per_sm[1]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, kSpec, 4>(&occ.per_sm[2]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, kSpec, 8>(&occ.per_sm[3]);
+    cudaError_t e = setup_one<kGemm1, kLoop, kSpec, 1>(&occ.per_sm[0]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, kLoop, kSpec, 2>(&occ.per_sm[1]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, kLoop, kSpec, 4>(&occ.per_sm[2]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, kLoop, kSpec, 8>(&occ.per_sm[3]);
     if (e == cudaSuccess) {
-      occ.clusters[1] = max_active_clusters<kGemm1, kBulk, kSpec, 2>();
-      occ.clusters[2] = max_active_clusters<kGemm1, kBulk, kSpec, 4>();
-      occ.clusters[3] = max_active_clusters<kGemm1, kBulk, kSpec, 8>();
+      occ.clusters[1] = max_active_clusters<kGemm1, kLoop, kSpec, 2>();
+      occ.clusters[2] = max_active_clusters<kGemm1, kLoop, kSpec, 4>();
+      occ.clusters[3] = max_active_clusters<kGemm1, kLoop, kSpec, 8>();
     }
     occ.err = e;
   });
   return occ;
 }
 
-template <int S, bool kGemm1, bool kBulk, bool kSpec>
+template <int S, bool kGemm1, int kLoop, bool kSpec>
 cudaError_t launch_split(const KernelArgs& a, const DecodeSpec& spec, int64_t tile_bound,
                          int slots, int max_clusters, cudaStream_t stream) {
   // Persistent clusters: as many as run at once (one wave), but no more than the expected tiles
@@ -169,18 +182,18 @@ cudaError_t launch_split(const KernelArgs& a, const DecodeSpec& spec, int64_t ti
   const int64_t fit = S == 1 ? slots : max_clusters > 0 ? max_clusters : slots * 3 / (4 * S);
   const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(fit, tile_bound));
   if (g_trace) {
-    trace_launch(kGemm1, kBulk, kSpec, spec.trigger, S, static_cast<int>(tile_bound),
+    trace_launch(kGemm1, kLoop, kSpec, spec.trigger, S, static_cast<int>(tile_bound),
                  a.num_experts, a.M, a.K, clusters);
   }
   const dim3 grid(static_cast<unsigned>(clusters * S));
-  return pdl::launch_pdl(kernel_of<S, kGemm1, kBulk, kSpec>(), grid, dim3(threads_of<kBulk>()),
-                         smem_of<S, kBulk>(), stream, a, spec);
+  return pdl::launch_pdl(kernel_of<S, kGemm1, kLoop, kSpec>(), grid, dim3(threads_of<kLoop>()),
+                         smem_of<S, kLoop>(), stream, a, spec);
 }
 
-template <bool kGemm1, bool kBulk, bool kSpec>
+template <bool kGemm1, int kLoop, bool kSpec>
 cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split_k, int rows,
                           int num_sms, cudaStream_t stream) {
-  const Occupancy& occ = occupancy<kGemm1, kBulk, kSpec>();
+  const Occupancy& occ = occupancy<kGemm1, kLoop, kSpec>();
   if (occ.err != cudaSuccess) return occ.err;
   int slots[4];
   for (int i = 0; i < 4; ++i) slots[i] = num_sms * occ.per_sm[i];
@@ -195,15 +208,15 @@ cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split
                              (std::min(a.num_experts, hint) + hint / decode::kBN);
   switch (S) {
     case 1:
-      return launch_split<1, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[0], 0, stream);
+      return launch_split<1, kGemm1, kLoop, kSpec>(a, spec, tile_bound, slots[0], 0, stream);
     case 2:
-      return launch_split<2, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[1],
+      return launch_split<2, kGemm1, kLoop, kSpec>(a, spec, tile_bound, slots[1],
                                                    occ.clusters[1], stream);
     case 4:
-      return launch_split<4, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[2],
+      return launch_split<4, kGemm1, kLoop, kSpec>(a, spec, tile_bound, slots[2],
                                                    occ.clusters[2], stream);
     default:
-      return launch_split<8, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[3],
+      return launch_split<8, kGemm1, kLoop, kSpec>(a, spec, tile_bound, slots[3],
                                                    occ.clusters[3], stream);
   }
 }
@@ -249,13 +262,18 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
   return s;
 }
 
-template <bool kGemm1, bool kBulk>
+template <bool kGemm1, int kLoop>
 cudaError_t launch_decode_for(const GroupedProblem& g, const KernelArgs& a, int rows,
                               int num_sms, cudaStream_t stream, const Gemm1OwnInputs* own) {
-  const DecodeSpec spec = spec_of<kGemm1>(g, kBulk, a, own);
-  return spec.ids != nullptr
-             ? launch_decode<kGemm1, kBulk, true>(a, spec, g.split_k, rows, num_sms, stream)
-             : launch_decode<kGemm1, kBulk, false>(a, spec, g.split_k, rows, num_sms, stream);
+  if constexpr (kLoop == kDecodeRegRing) {  // no ids before the wait (kernel_of): plain launch
+    return launch_decode<kGemm1, kLoop, false>(a, DecodeSpec(), g.split_k, rows, num_sms,
+                                               stream);
+  } else {
+    const DecodeSpec spec = spec_of<kGemm1>(g, kLoop == kDecodeBulkRing, a, own);
+    return spec.ids != nullptr
+               ? launch_decode<kGemm1, kLoop, true>(a, spec, g.split_k, rows, num_sms, stream)
+               : launch_decode<kGemm1, kLoop, false>(a, spec, g.split_k, rows, num_sms, stream);
+  }
 }
 
 }  // namespace
@@ -282,6 +300,7 @@ cudaError_t decode_timeline_reset(cudaStream_t) { return cudaErrorNotSupported; 
 void decode_set_mainloop(int m) {
   g_mainloop.store(valid_mainloop(m), std::memory_order_relaxed);
 }
+int decode_mainloop() { return g_mainloop.load(std::memory_order_relaxed); }
 
 void decode_set_spec(int mode) { g_spec.store(valid_spec(mode), std::memory_order_relaxed); }
 int decode_spec() { return g_spec.load(std::memory_order_relaxed); }
@@ -334,13 +353,24 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
     return false;
   }
   const int forced = g_mainloop.load(std::memory_order_relaxed);
-  const bool bulk = forced != 0 ? forced == kDecodeBulkRing
-                                : rows <= kDecodeBulkMaxRows ||
-                                      static_cast<int64_t>(rows) * kDecodeBulkExpertsPerRow <=
-                                          a.num_experts ||
-                                      a.K / kStepK <= kDecodeBulkMaxSteps;
-  *err = bulk ? launch_decode_for<kGemm1, true>(g, a, rows, num_sms, stream, own)
-              : launch_decode_for<kGemm1, false>(g, a, rows, num_sms, stream, own);
+  const bool rule_bulk = rows <= kDecodeBulkMaxRows ||
+                         static_cast<int64_t>(rows) * kDecodeBulkExpertsPerRow <= a.num_experts ||
+                         a.K / kStepK <= kDecodeBulkMaxSteps;
+  const int rule_reg = forced == kDecodeRuleWithRing ? kDecodeRegRing : kDecodeRegStream;
+  const int loop = forced != 0 && forced != kDecodeRuleWithRing ? forced
+                   : rule_bulk                                  ? kDecodeBulkRing
+                                                                : rule_reg;
+  switch (loop) {
+    case kDecodeBulkRing:
+      *err = launch_decode_for<kGemm1, kDecodeBulkRing>(g, a, rows, num_sms, stream, own);
+      break;
+    case kDecodeRegRing:
+      *err = launch_decode_for<kGemm1, kDecodeRegRing>(g, a, rows, num_sms, stream, own);
+      break;
+    default:
+      *err = launch_decode_for<kGemm1, kDecodeRegStream>(g, a, rows, num_sms, stream, own);
+      break;
+  }
   return true;
 }
 

@@ -82,7 +82,7 @@ static_assert(kChunkBytes % 128 == 0, "chunk alignment");
 // split reduction's partials, the epilogue staging, the MX amax, the tile prefix, the experts'
 // {begin, rows} (16 bits each: the launcher takes max_rows <= kDecodeMaxRows), the reduction's
 // two mbarriers (red_full, red_free).
-template <int S>
+template <int S, bool kRing = false>
 struct Smem {
   static constexpr int kChunks = 0;
   static constexpr int kRed = kChunks + 2 * kChunkBytes;      // (S - 1) partials, rank 0
@@ -92,7 +92,11 @@ struct Smem {
   static constexpr int kSpan = kPrefix + (kMaxExperts + 1) * 4;  // [kMaxExperts] begin | rows << 16
   static constexpr int kWarpSum = kSpan + kMaxExperts * 4;    // [8]
   static constexpr int kRedBar = (kWarpSum + 8 * 4 + 7) & ~7;  // red_full, red_free
-  static constexpr int kEnd = kRedBar + 2 * 8;
+  // kRing: each thread's weight ring (kDepth steps of its 16-byte fragment, then of its scale
+  // word), [step slot][thread], after everything else so the other offsets stay put.
+  static constexpr int kRingFrag = (kRedBar + 2 * 8 + 15) & ~15;
+  static constexpr int kRingScale = kRingFrag + kDepth * kThreads * kFragBytes;
+  static constexpr int kEnd = kRing ? kRingScale + kDepth * kThreads * 4 : kRedBar + 2 * 8;
   static constexpr size_t kDynamic = kEnd + 128;              // + alignment slack
 };
 
@@ -248,6 +252,20 @@ __device__ __forceinline__ uint32_t ld_weights_u32(const void* ptr, uint64_t pol
                : "=r"(v)
                : "l"(ptr), "l"(policy));
   return v;
+}
+
+// The same bytes as ld_weights_v4 / _u32, into this thread's shared-memory ring (kRing): 16 bytes
+// through L2 only (cg), the 4-byte scale word through L1 (ca: the 4 threads of a row pair read
+// the same word), both with the evict-first policy.
+__device__ __forceinline__ void cp_weights_16(uint32_t dst, const void* src, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(dst),
+               "l"(src), "l"(policy)
+               : "memory");
+}
+__device__ __forceinline__ void cp_weights_4(uint32_t dst, const void* src, uint64_t policy) {
+  asm volatile("cp.async.ca.shared.global.L2::cache_hint [%0], [%1], 4, %2;\n" ::"r"(dst),
+               "l"(src), "l"(policy)
+               : "memory");
 }
 
 struct TileInfo {
@@ -422,10 +440,24 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
 
 // kSpec (decode_gemm.h, DecodeSpec): the tile list from spec.ids and (spec.preload) the first
 // tile's first kDepth steps of weights loaded before pdl::wait(); its token rows after it.
-template <int S, bool kGemm1, bool kSpec>
+// kRing (kDecodeRegRing, not with kSpec): each thread's weights go through its own ring in
+// shared memory by cp.async instead of straight into registers, the same kDepth steps ahead.
+// Why: ptxas gives every weight load of the register ring one scoreboard, which a step's first
+// use of its fragment waits for as a whole, so each step waits for the refill the previous step
+// issued just before (SASS, scripts/kernel_sass.sh --dump: every LDG sets SB5, every first use
+// waits on it), and the ring is in effect one step deep: a load latency per step. cp.async
+// groups complete in order and cp.async.wait_group counts them, so a step waits for its own
+// group only. The group sequence is uniform: a tile starts with chunk 0, the weight groups of
+// steps 0 .. kDepth - 1, chunk 1; every step commits one group (its refill kDepth steps ahead,
+// or none) and every chunk's end one (chunk c + 2, or none). Before step s the groups after W_s
+// are W_s+1 .. W_s+3 and one chunk group, so cp.async.wait_group kDepth leaves W_s and
+// everything older (its chunk's rows among them) complete. Same fragments, same MMAs in the
+// same order: bit-identical outputs.
+template <int S, bool kGemm1, bool kSpec, bool kRing = false>
 __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     decode_gemm_kernel(const KernelArgs p, const DecodeSpec spec) {
-  using L = Smem<S>;
+  static_assert(!(kRing && kSpec), "the ring's group sequence starts with chunk 0 (no preload)");
+  using L = Smem<S, kRing>;
   constexpr int D = kDepth;
   constexpr int kPieces = D * 8;  // 16-byte pieces per token row per chunk
   extern __shared__ uint8_t smem_raw[];
@@ -484,19 +516,33 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
       }
     }
   };
-  uint4 qa[D];  // step s's fragment lives in qa[s % D]
+  uint4 qa[D];  // step s's fragment lives in qa[s % D] (kRing: in ring slot s % D)
   uint32_t sa[D];
-  // The first D steps of tile ti's weights, then its first two chunks (two cp.async groups).
+  // kRing: this thread's ring slots (slot j at + j * kThreads * 16 / + j * kThreads * 4).
+  const uint32_t ring_q = sbase + L::kRingFrag + tid * kFragBytes;
+  const uint32_t ring_s = sbase + L::kRingScale + tid * 4;
+  // Step `step`'s weights into slot j: registers, or (kRing) the ring, one cp.async group.
+  auto fetch_step = [&](const uint8_t* wq, const uint8_t* ws, int step, int j, bool any) {
+    if constexpr (kRing) {
+      if (any) {
+        cp_weights_16(ring_q + j * kThreads * kFragBytes, wq + step * kWBytes, policy);
+        cp_weights_4(ring_s + j * kThreads * 4, ws + step * kSBytes, policy);
+      }
+      ptx::cp_async_commit();
+    } else {
+      if (any) {
+        qa[j] = ld_weights_v4(wq + step * kWBytes, policy);
+        sa[j] = ld_weights_u32(ws + step * kSBytes, policy);
+      }
+    }
+  };
+  // The first D steps of tile ti's weights, then its first two chunks (two cp.async groups);
+  // kRing: chunk 0, the D weight groups, chunk 1 (the group sequence above).
   auto start_weights = [&](const TileInfo& ti) {
     const uint8_t* wq = frag_ptr(ti);
     const uint8_t* ws = scale_ptr(ti);
 #pragma unroll
-    for (int j = 0; j < D; ++j) {
-      if (j < nk) {
-        qa[j] = ld_weights_v4(wq + j * kWBytes, policy);
-        sa[j] = ld_weights_u32(ws + j * kSBytes, policy);
-      }
-    }
+    for (int j = 0; j < D; ++j) fetch_step(wq, ws, j, j, j < nk);
   };
   auto start_chunks = [&](const TileInfo& ti) {
     if (nchunks > 0) load_chunk(ti, 0, 0);
@@ -505,8 +551,16 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     ptx::cp_async_commit();
   };
   auto start_tile = [&](const TileInfo& ti) {
-    start_weights(ti);
-    start_chunks(ti);
+    if constexpr (kRing) {
+      if (nchunks > 0) load_chunk(ti, 0, 0);
+      ptx::cp_async_commit();
+      start_weights(ti);
+      if (nchunks > 1) load_chunk(ti, 1, 1);
+      ptx::cp_async_commit();
+    } else {
+      start_weights(ti);
+      start_chunks(ti);
+    }
   };
 
   // ldmatrix.x4 row addresses of the wide and narrow steps (step_lm_offset).
@@ -543,7 +597,11 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     auto chunk = [&](int c, auto tail_tag, auto narrow_tag) {
       constexpr bool kTail = decltype(tail_tag)::value;
       constexpr bool kNarrow = decltype(narrow_tag)::value;
-      ptx::cp_async_wait<1>();  // this thread's pieces of chunk c have landed
+      if constexpr (kRing) {
+        ptx::cp_async_wait<D>();  // step c D's weights and everything older (chunk c) landed
+      } else {
+        ptx::cp_async_wait<1>();  // this thread's pieces of chunk c have landed
+      }
       cta_sync();         // everyone's
       const uint32_t bsm =
           sbase + L::kChunks + (c & 1) * kChunkBytes + (kNarrow ? lm_narrow : lm_wide);
@@ -554,10 +612,18 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
           uint32_t b[4][4];
           step_load_b<kNarrow>(bsm + 128 * j, b);
           uint32_t a[16];
-          expand_fragment(qa[j], sa[j], a, p.small_scales);
-          if (!kTail || step + D < nk) {  // refill the registers just expanded
-            qa[j] = ld_weights_v4(wq + (step + D) * kWBytes, policy);
-            sa[j] = ld_weights_u32(ws + (step + D) * kSBytes, policy);
+          if constexpr (kRing) {
+            if (j > 0) ptx::cp_async_wait<D>();  // this step's weight group
+            const uint4 q = ptx::lds_v4_b32(ring_q + j * kThreads * kFragBytes);
+            const uint32_t sw = ptx::lds_u32(ring_s + j * kThreads * 4);
+            expand_fragment(q, sw, a, p.small_scales);
+            fetch_step(wq, ws, step + D, j, !kTail || step + D < nk);  // refill the slot read
+          } else {
+            expand_fragment(qa[j], sa[j], a, p.small_scales);
+            if (!kTail || step + D < nk) {  // refill the registers just expanded
+              qa[j] = ld_weights_v4(wq + (step + D) * kWBytes, policy);
+              sa[j] = ld_weights_u32(ws + (step + D) * kSBytes, policy);
+            }
           }
           step_mma<kNarrow>(d, a, b);
         }
