@@ -306,16 +306,23 @@ struct SpecCase {
   }
 };
 
-// A case's mainloop A/B (alt != 0): run 0 under the decode mainloop in force, runs 1.. under alt
-// (decode_set_mainloop; graph captures take run 1's); the runs' bit identity is the check. The
-// mainloop in force comes back when it goes out of scope.
-struct MainloopCase {
+// A case's weight-path A/B: run 0 on the paths in force, runs 1.. (graph captures take run 1's)
+// on the decode mainloop alt (!= 0, decode_set_mainloop) and / or the warp-specialized kernels'
+// ring (ring, ws_set_ring); the runs' bit identity is the check. The paths in force come back
+// when it goes out of scope.
+struct AltPathCase {
   int alt;
+  bool ring;
   int saved = decode_mainloop();
-  explicit MainloopCase(int alt_) : alt(alt_) {}
-  ~MainloopCase() { decode_set_mainloop(saved); }
+  bool saved_ring = ws_ring();
+  AltPathCase(int alt_, bool ring_) : alt(alt_), ring(ring_) {}
+  ~AltPathCase() {
+    decode_set_mainloop(saved);
+    ws_set_ring(saved_ring);
+  }
   void before_run(int run) const {
     if (alt != 0) decode_set_mainloop(run == 0 ? saved : alt);
+    if (ring) ws_set_ring(run == 0 ? saved_ring : true);
   }
 };
 
@@ -333,7 +340,8 @@ struct Gemm1Case {
   int s_lo = 120, s_hi = 130;
   uint64_t seed = 1;
   int spec = 0;            // DecodeSpec mode of runs 1.. (run 0 runs without; SpecCase)
-  int alt_mainloop = 0;    // decode mainloop of runs 1.. (MainloopCase)
+  int alt_mainloop = 0;    // decode mainloop of runs 1.. (AltPathCase)
+  bool alt_ws_ring = false;  // runs 1.. with the warp-specialized kernels' ring (AltPathCase)
 };
 
 inline void run_gemm1_case(const Gemm1Case& c) {
@@ -395,7 +403,7 @@ inline void run_gemm1_case(const Gemm1Case& c) {
   p.g.kernel = c.kernel;
   p.g.split_k = c.split_k;
   const SpecCase spec(c.spec, c.rows, max_rows - pairs, c.seed, &p.g);
-  const MainloopCase loop(c.alt_mainloop);
+  const AltPathCase loop(c.alt_mainloop, c.alt_ws_ring);
 
   const int runs = c.graph ? 4 : 2;
   std::vector<std::vector<uint16_t>> h(runs);
@@ -500,6 +508,7 @@ struct Gemm2Case {
   int scale_offset = 0;  // bytes: the scales at d_ws + scale_offset (4: not 16-byte aligned)
   int spec = 0;          // as Gemm1Case::spec
   int alt_mainloop = 0;  // as Gemm1Case::alt_mainloop
+  bool alt_ws_ring = false;  // as Gemm1Case::alt_ws_ring
 };
 
 inline void run_gemm2_case(const Gemm2Case& c) {
@@ -553,7 +562,7 @@ inline void run_gemm2_case(const Gemm2Case& c) {
   p.g.kernel = c.kernel;
   p.g.split_k = c.split_k;
   const SpecCase spec(c.spec, c.rows, max_rows - pairs, c.seed, &p.g);
-  const MainloopCase loop(c.alt_mainloop);
+  const AltPathCase loop(c.alt_mainloop, c.alt_ws_ring);
 
   const int runs = c.graph ? 4 : 2;
   std::vector<std::vector<float>> y(runs);

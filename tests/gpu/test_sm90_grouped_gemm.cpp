@@ -289,6 +289,46 @@ TEST(Sm90WarpSpecialized, EveryWidth) {
   }
 }
 
+// The consumers' weight ring (ws_set_ring, grouped_gemm_ws_kernel.cuh kRingW) must give what the
+// register path gives, bit for bit: run 0 on the register path, runs 1.. on the ring (a graph
+// replay among them). Every width class as above; K from kWsRing steps (a tile's start fetches
+// all of them, its last kWsRing steps the next tile's first ones; no steady trip) to 20 steps
+// (steady trips between generic ones; the ring takes K a multiple of kWsRing steps only);
+// idle consumers in the last group (GEMM1 I = 160: 5 weight tiles; GEMM2 H = 256); GEMM2 also
+// through its out_token table (run_gemm2_case's direct check runs on the ring).
+TEST(Sm90WarpSpecialized, RingBitIdenticalToRegisterPath) {
+  MXMOE_REQUIRE_SM90();
+  std::vector<int> rows;
+  for (int r : {1, 31, 33, 64, 65, 96, 97, 128, 129, 160, 161, 192, 193, 250, 0, 700}) {
+    rows.push_back(r);
+  }
+  for (int K : {256, 768, 1280}) {
+    for (int I : {96, 160}) {
+      Gemm1Case c;
+      c.rows = rows;
+      c.I = I;
+      c.K = K;
+      c.tile_n = 160;
+      c.per_expert_beta = true;
+      c.graph = K == 768;
+      c.seed = 31 + K + I;
+      c.alt_ws_ring = true;
+      run_gemm1_case(c);
+    }
+    for (int H : {192, 256}) {
+      Gemm2Case c2;
+      c2.rows = rows;
+      c2.H = H;
+      c2.I = K + 512;  // 12, 20, 28 steps: past kWsSlotWeightsMaxSteps, the register path
+      c2.tile_n = 160;
+      c2.graph = K == 256;
+      c2.seed = 37 + K + H;
+      c2.alt_ws_ring = true;
+      run_gemm2_case(c2);
+    }
+  }
+}
+
 // GEMM2 started under GEMM1 (Gemm1Params::h_ready): the chain with the per-expert counters must
 // give GEMM2's y bit for bit as the chain without them, eagerly and in CUDA graph replays, with h
 // poisoned (NaN) before every GEMM1, so a tile of GEMM2 that read its rows before GEMM1 wrote them
