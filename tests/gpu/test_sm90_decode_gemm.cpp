@@ -230,6 +230,16 @@ INSTANTIATE_TEST_SUITE_P(Ring, Sm90DecodeSplitK,
 // same MMAs in the same order): run 0 on the register stream, runs 1.. (a graph replay among
 // them) on the ring, at every split; K from one step per CTA (split 8 of 8 steps, 3 uneven
 // steps) to 24 steps (whole chunks with refills between the tail ones), scales past 2^1.
+template <class Case>
+Case ring_case(int split) {  // the decode kernel at `split`, runs 1.. on the ring
+  Case c;
+  c.rows = kAwkwardRows;
+  c.tile_n = 16;
+  c.kernel = kGemmDecode;
+  c.split_k = split;
+  c.alt_mainloop = kDecodeRegRing;
+  return c;
+}
 TEST(Sm90DecodeRing, BitIdenticalToRegisterStream) {
   MXMOE_REQUIRE_SM90();
   const int saved = decode_mainloop();
@@ -237,28 +247,18 @@ TEST(Sm90DecodeRing, BitIdenticalToRegisterStream) {
   for (int split : {1, 2, 4, 8}) {
     for (int K : {192, 512, 1536}) {
       SCOPED_TRACE("split " + std::to_string(split) + " K " + std::to_string(K));
-      Gemm1Case c1;
-      c1.rows = kAwkwardRows;
+      Gemm1Case c1 = ring_case<Gemm1Case>(split);
       c1.I = 96;
       c1.K = K;
-      c1.tile_n = 16;
-      c1.kernel = kGemmDecode;
-      c1.split_k = split;
       c1.mxfp8_out = K == 512;
       c1.per_expert_beta = true;
       c1.graph = K == 192;
-      c1.alt_mainloop = kDecodeRegRing;
       run_gemm1_case(c1);
-      Gemm2Case c2;
-      c2.rows = kAwkwardRows;
+      Gemm2Case c2 = ring_case<Gemm2Case>(split);
       c2.H = 128;
       c2.I = K;
-      c2.tile_n = 16;
-      c2.kernel = kGemmDecode;
-      c2.split_k = split;
       c2.s_lo = K == 192 ? 100 : 120;  // 100..150: expand_fragment's two-multiply path
       c2.s_hi = K == 192 ? 150 : 130;
-      c2.alt_mainloop = kDecodeRegRing;
       run_gemm2_case(c2);
     }
   }

@@ -20,6 +20,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "mxmoe/common.h"
@@ -242,6 +243,28 @@ TEST_P(Sm90TileN, SmallScalesGemm2) {
 }
 INSTANTIATE_TEST_SUITE_P(AllTiles, Sm90TileN, ::testing::Values(0, 16, 32, 64, 128, 160));
 
+// Rows per expert for the warp-specialized kernel's schedule: every width class (1..193 rows),
+// experts cut into several units (250, 700), an empty one.
+const std::vector<int> kEveryWidthRows = {1,   31,  33,  64,  65,  96,  97, 128,
+                                           129, 160, 161, 192, 193, 250, 0,  700};
+// A GEMM1 (out, depth: I, K) or GEMM2 (H, I) case of the warp-specialized kernel over those rows.
+template <class Case>
+Case ws_case(int out, int depth, uint64_t seed) {
+  Case c;
+  c.rows = kEveryWidthRows;
+  c.tile_n = 160;
+  c.seed = seed;
+  if constexpr (std::is_same_v<Case, Gemm1Case>) {
+    c.I = out;
+    c.K = depth;
+    c.per_expert_beta = true;
+  } else {
+    c.H = out;
+    c.I = depth;
+  }
+  return c;
+}
+
 // The warp-specialized kernel's scheduler (tile_n 160, three consumers): many experts of every
 // width class (1..193 rows, so each wgmma N of 32..160 runs, most with partial tiles), hot
 // experts cut into several nearly equal units, and weight tile counts that leave consumers
@@ -252,40 +275,17 @@ INSTANTIATE_TEST_SUITE_P(AllTiles, Sm90TileN, ::testing::Values(0, 16, 32, 64, 1
 // way while the default skew was 2.
 TEST(Sm90WarpSpecialized, EveryWidth) {
   MXMOE_REQUIRE_SM90();
-  std::vector<int> rows;
-  for (int r : {1, 31, 33, 64, 65, 96, 97, 128, 129, 160, 161, 192, 193, 250, 0, 700}) {
-    rows.push_back(r);
-  }
   for (bool mx : {false, true}) {
-    Gemm1Case c;
-    c.rows = rows;
-    c.I = 96;
-    c.K = 192;
-    c.tile_n = 160;
+    Gemm1Case c = ws_case<Gemm1Case>(96, 192, 21 + mx);
     c.mxfp8_out = mx;
-    c.per_expert_beta = true;
-    c.seed = 21 + mx;
     run_gemm1_case(c);
   }
   for (int H : {192, 256}) {
     // K = 320: 5 steps, the weights through the producer's slots; K = 640: 10 steps, through
     // registers (kWsSlotWeightsMaxSteps).
-    for (int I : {320, 640}) {
-      Gemm2Case c2;
-      c2.rows = rows;
-      c2.H = H;
-      c2.I = I;
-      c2.tile_n = 160;
-      c2.seed = 23;
-      run_gemm2_case(c2);
-    }
-    Gemm2Case c3;  // K = 64: one step per tile, every slot a new tile's
-    c3.rows = rows;
-    c3.H = H;
-    c3.I = 64;
-    c3.tile_n = 160;
-    c3.seed = 23;
-    run_gemm2_case(c3);
+    for (int I : {320, 640}) run_gemm2_case(ws_case<Gemm2Case>(H, I, 23));
+    // K = 64: one step per tile, every slot a new tile's.
+    run_gemm2_case(ws_case<Gemm2Case>(H, 64, 23));
   }
 }
 
@@ -298,31 +298,17 @@ TEST(Sm90WarpSpecialized, EveryWidth) {
 // through its out_token table (run_gemm2_case's direct check runs on the ring).
 TEST(Sm90WarpSpecialized, RingBitIdenticalToRegisterPath) {
   MXMOE_REQUIRE_SM90();
-  std::vector<int> rows;
-  for (int r : {1, 31, 33, 64, 65, 96, 97, 128, 129, 160, 161, 192, 193, 250, 0, 700}) {
-    rows.push_back(r);
-  }
   for (int K : {256, 768, 1280}) {
     for (int I : {96, 160}) {
-      Gemm1Case c;
-      c.rows = rows;
-      c.I = I;
-      c.K = K;
-      c.tile_n = 160;
-      c.per_expert_beta = true;
+      Gemm1Case c = ws_case<Gemm1Case>(I, K, 31 + K + I);
       c.graph = K == 768;
-      c.seed = 31 + K + I;
       c.alt_ws_ring = true;
       run_gemm1_case(c);
     }
     for (int H : {192, 256}) {
-      Gemm2Case c2;
-      c2.rows = rows;
-      c2.H = H;
-      c2.I = K + 512;  // 12, 20, 28 steps: past kWsSlotWeightsMaxSteps, the register path
-      c2.tile_n = 160;
+      // 12, 20, 28 steps: past kWsSlotWeightsMaxSteps, the register path.
+      Gemm2Case c2 = ws_case<Gemm2Case>(H, K + 512, 37 + K + H);
       c2.graph = K == 256;
-      c2.seed = 37 + K + H;
       c2.alt_ws_ring = true;
       run_gemm2_case(c2);
     }

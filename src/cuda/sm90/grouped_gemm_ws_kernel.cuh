@@ -448,6 +448,44 @@ struct WsTileRunner {
     ptx::wgmma_commit();
     ptx::wgmma_wait<1>();  // the previous step's wgmmas are done: its slot is free
   }
+  // A generic step's L2 prefetch of step kb + kWsL2Ahead's lines: q / s + `ahead` steps while
+  // that step is in this tile, else the next tile's (c.nact), else none.
+  template <typename Ctx>
+  static __device__ __forceinline__ void prefetch_ahead(const Ctx& c, const uint8_t* q,
+                                                        const uint8_t* s, int ahead, int kb) {
+    if (kb + kWsL2Ahead < c.KT) {
+      ptx::prefetch_l2(q + ahead * c.kQStep);
+      ptx::prefetch_l2(s + ahead * c.kSStep);
+    } else if (c.nact && kb + kWsL2Ahead - c.KT < c.KT) {
+      ptx::prefetch_l2(c.nq + (kb + kWsL2Ahead - c.KT) * c.kQStep);
+      ptx::prefetch_l2(c.ns + (kb + kWsL2Ahead - c.KT) * c.kSStep);
+    }
+  }
+  // A generic step's end: its wgmmas on the slot, the previous step's slot freed (after the
+  // wait in mma_on_slot), the skew hand-off, the next slot.
+  template <int B, typename Ctx>
+  static __device__ __forceinline__ void mma_and_release(Ctx& c, float (&d)[N / 2],
+                                                         uint32_t (&a)[2][16], int kb,
+                                                         int& prev_slot) {
+    mma_on_slot<B>(d, a, c.desc0 + c.slot * c.desc_stride);
+    if (kb > 0 && c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
+    c.skew_arrive(kb);
+    prev_slot = c.slot;
+    c.advance();
+  }
+  // A steady step's end (kb > 0, no skew hand-off pending): the L2 prefetch of the lines at
+  // q and s, its wgmmas, the previous step's slot freed, the next slot.
+  template <int B, typename Ctx>
+  static __device__ __forceinline__ void steady_release(Ctx& c, float (&d)[N / 2],
+                                                        uint32_t (&a)[2][16], const uint8_t* q,
+                                                        const uint8_t* s, int& prev_slot) {
+    ptx::prefetch_l2(q);
+    ptx::prefetch_l2(s);
+    mma_on_slot<B>(d, a, c.desc0 + c.slot * c.desc_stride);
+    if (c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
+    prev_slot = c.slot;
+    c.advance();
+  }
   template <typename Ctx>
   static __device__ __forceinline__ void run(Ctx& c, const WsTile& T) {
     const KernelArgs& p = c.p;
@@ -504,18 +542,8 @@ struct WsTileRunner {
                         c.ns + n * c.kSStep);
         }
         ptx::cp_async_commit();
-        if (kb + kWsL2Ahead < KT) {
-          ptx::prefetch_l2(q + (B + kWsL2Ahead) * c.kQStep);
-          ptx::prefetch_l2(s + (B + kWsL2Ahead) * c.kSStep);
-        } else if (c.nact && kb + kWsL2Ahead - KT < KT) {
-          ptx::prefetch_l2(c.nq + (kb + kWsL2Ahead - KT) * c.kQStep);
-          ptx::prefetch_l2(c.ns + (kb + kWsL2Ahead - KT) * c.kSStep);
-        }
-        mma_on_slot<B>(d, a, c.desc0 + c.slot * c.desc_stride);
-        if (kb > 0 && c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
-        c.skew_arrive(kb);
-        prev_slot = c.slot;
-        c.advance();
+        prefetch_ahead(c, q, s, B + kWsL2Ahead, kb);
+        mma_and_release<B>(c, d, a, kb, prev_slot);
       };
       auto steady = [&](auto buf) {
         constexpr int B = decltype(buf)::value;
@@ -527,12 +555,8 @@ struct WsTileRunner {
         ws_cp_weights(rq + B * kRingQ, rs + B * kRingS, q + (B + kWsRing) * c.kQStep,
                       s + (B + kWsRing) * c.kSStep);
         ptx::cp_async_commit();
-        ptx::prefetch_l2(q + (B + kWsL2Ahead) * c.kQStep);
-        ptx::prefetch_l2(s + (B + kWsL2Ahead) * c.kSStep);
-        mma_on_slot<B>(d, a, c.desc0 + c.slot * c.desc_stride);
-        if (c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
-        prev_slot = c.slot;
-        c.advance();
+        steady_release<B>(c, d, a, q + (B + kWsL2Ahead) * c.kQStep,
+                          s + (B + kWsL2Ahead) * c.kSStep, prev_slot);
       };
       using B0 = std::integral_constant<int, 0>;
       using B1 = std::integral_constant<int, 1>;
@@ -565,11 +589,7 @@ struct WsTileRunner {
         const uint4 fq = ptx::lds_v4_b32(c.wfrag + wst);
         const uint32_t fs = ptx::lds_u32(c.wscale + wst);
         if (c.expand) expand_fragment(fq, fs, a[B], p.small_scales);
-        mma_on_slot<B>(d, a, c.desc0 + c.slot * c.desc_stride);
-        if (kb > 0 && c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
-        c.skew_arrive(kb);
-        prev_slot = c.slot;
-        c.advance();
+        mma_and_release<B>(c, d, a, kb, prev_slot);
       };
       using B0 = std::integral_constant<int, 0>;
       using B1 = std::integral_constant<int, 1>;
@@ -600,20 +620,10 @@ struct WsTileRunner {
         }
         // The register loads above are only two steps ahead; the weights of step kb + kWsL2Ahead
         // are pulled into L2 now so those loads hit L2 instead of waiting on DRAM.
-        if (kb + kWsL2Ahead < KT) {
-          ptx::prefetch_l2(q + (kWsL2Ahead - 2) * c.kQStep);
-          ptx::prefetch_l2(s + (kWsL2Ahead - 2) * c.kSStep);
-        } else if (c.nact && kb + kWsL2Ahead - KT < KT) {
-          ptx::prefetch_l2(c.nq + (kb + kWsL2Ahead - KT) * c.kQStep);
-          ptx::prefetch_l2(c.ns + (kb + kWsL2Ahead - KT) * c.kSStep);
-        }
+        prefetch_ahead(c, q, s, kWsL2Ahead - 2, kb);
         q += c.kQStep;
         s += c.kSStep;
-        mma_on_slot<B>(d, a, c.desc0 + c.slot * c.desc_stride);
-        if (kb > 0 && c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
-        c.skew_arrive(kb);
-        prev_slot = c.slot;
-        c.advance();
+        mma_and_release<B>(c, d, a, kb, prev_slot);
       };
       // The steady step: every step of the tile's body, where step kb + 2's fragment and step
       // kb + kWsL2Ahead's lines are both in this tile, kb > 0, and no skew hand-off or diagnostic
@@ -627,12 +637,8 @@ struct WsTileRunner {
         expand_fragment(c.rq[B], c.rs[B], a[B], p.small_scales);
         c.rq[B] = ptx::ld_stream_v4(q + B * c.kQStep);
         c.rs[B] = ptx::ld_stream_u32(s + B * c.kSStep);
-        ptx::prefetch_l2(q + (B + kWsL2Ahead - 2) * c.kQStep);
-        ptx::prefetch_l2(s + (B + kWsL2Ahead - 2) * c.kSStep);
-        mma_on_slot<B>(d, a, c.desc0 + c.slot * c.desc_stride);
-        if (c.lane == 0) ptx::mbar_arrive(c.empty + 8 * prev_slot);
-        prev_slot = c.slot;
-        c.advance();
+        steady_release<B>(c, d, a, q + (B + kWsL2Ahead - 2) * c.kQStep,
+                          s + (B + kWsL2Ahead - 2) * c.kSStep, prev_slot);
       };
       using B0 = std::integral_constant<int, 0>;
       using B1 = std::integral_constant<int, 1>;
