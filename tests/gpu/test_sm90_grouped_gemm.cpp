@@ -294,14 +294,16 @@ TEST(Sm90WarpSpecialized, EveryWidth) {
 // replay among them). Every width class as above; K from kWsRing steps (a tile's start fetches
 // all of them, its last kWsRing steps the next tile's first ones; no steady trip) to 20 steps
 // (steady trips between generic ones; the ring takes K a multiple of kWsRing steps only);
-// idle consumers in the last group (GEMM1 I = 160: 5 weight tiles; GEMM2 H = 256); GEMM2 also
-// through its out_token table (run_gemm2_case's direct check runs on the ring).
+// idle consumers in the last group (GEMM1 I = 160: 5 weight tiles; GEMM2 H = 256); GEMM1 with
+// either output (BF16 h, MXFP8); GEMM2 also through its out_token table (run_gemm2_case's direct
+// check runs on the ring).
 TEST(Sm90WarpSpecialized, RingBitIdenticalToRegisterPath) {
   MXMOE_REQUIRE_SM90();
   for (int K : {256, 768, 1280}) {
     for (int I : {96, 160}) {
       Gemm1Case c = ws_case<Gemm1Case>(I, K, 31 + K + I);
       c.graph = K == 768;
+      c.mxfp8_out = I == 96;  // the MXFP8 epilogue's kernel, and the BF16-h one
       c.alt_ws_ring = true;
       run_gemm1_case(c);
     }

@@ -122,10 +122,10 @@ cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream, con
   const bool slot_weights = !kGemm1 && a.K / kStepK <= kWsSlotWeightsMaxSteps &&
                             static_cast<int64_t>(a.num_experts) * a.M * a.K / 32 <= UINT32_MAX &&
                             aligned16(a.w_scales);
-  // The ring (ws_set_ring): GEMM1 with BF16 h and GEMM2 on the register path, K a multiple of
-  // kWsRing steps (every tile then starts at ring slot 0).
+  // The ring (ws_set_ring): every launch on the register path with K a multiple of kWsRing
+  // steps (every tile then starts at ring slot 0).
   const bool ring = g_ws_ring.load(std::memory_order_relaxed) && !slot_weights &&
-                    (a.K / kStepK) % kWsRing == 0 && (!kGemm1 || !a.mxfp8_out);
+                    (a.K / kStepK) % kWsRing == 0;
   const size_t fixed = ws_fixed_smem_bytes<C>(max_units) + (ring ? ws_ring_smem_bytes<C>() : 0);
   const int64_t room = static_cast<int64_t>(optin) - static_cast<int64_t>(fixed);
   const int64_t stages = std::min<int64_t>(
@@ -134,7 +134,8 @@ cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream, con
     return launch_tiles<128, kGemm1>(a, num_sms, stream);
   }
   const size_t smem = fixed + stages * ws_stage_smem_bytes<C>(cap, slot_weights);
-  auto* kernel = grouped_gemm_ws_kernel<C, kGemm1, false, false>;
+  auto* kernel = ring ? grouped_gemm_ws_kernel<C, kGemm1, false, false, true>
+                      : grouped_gemm_ws_kernel<C, kGemm1, false, false>;
   if constexpr (kGemm1) {
     if (!a.mxfp8_out) {
       kernel = ring ? grouped_gemm_ws_kernel<C, true, true, false, true>

@@ -156,8 +156,9 @@ cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream)
 
 // Test / timing knob (opt-in, not yet timed on a GPU): the warp-specialized kernels' weights
 // through each consumer thread's shared-memory ring (grouped_gemm_ws_kernel.cuh, kRingW) for
-// GEMM1 with BF16 h and GEMM2 on the register path with K a multiple of kWsRing steps; same
-// outputs bit for bit. The process starts from MXMOE_SM90_WS_RING=1 when set.
+// every launch on the register path (GEMM1 either output, GEMM2 past the slot path's K) with K a
+// multiple of kWsRing steps; same outputs bit for bit. The process starts from
+// MXMOE_SM90_WS_RING=1 when set.
 void ws_set_ring(bool on);
 bool ws_ring();
 

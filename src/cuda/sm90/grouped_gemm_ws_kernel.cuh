@@ -113,16 +113,16 @@ constexpr int kWsMinStages = kWsLag + 2;
 // waits for the loads issued a step later, and the loop head drains them (~9% of the
 // consumers' samples, P round 12; the shared-memory alternatives measured there lost more).
 constexpr int kWsL2Ahead = 6;
-// kRingW (opt-in, ws_set_ring / MXMOE_SM90_WS_RING; GEMM1 with BF16 h and GEMM2 on the
-// register path, K a multiple of kWsRing steps): the weights through each consumer thread's own
-// ring of kWsRing K steps in shared memory (cp.async, kWsRing steps ahead) instead of the
-// register double buffer. The limit above in SASS (scripts/kernel_sass.sh --dump): every weight
-// LDG of the step loop sets scoreboard 5 and each step's first use of its fragment waits on it,
-// i.e. for the loads the previous step issued; cp.async groups complete in order and wait_group
-// counts them, so a step waits for its own group only. One group per step (empty when there is
-// nothing to fetch), kWsRing at a tile's start unless the previous tile fetched them: before
-// step s the groups after s's are exactly kWsRing - 1. Step kb uses slot kb % kWsRing, the next
-// tile's step j slot j (KT % kWsRing == 0). Not yet timed on a GPU (bench/NOTES.md P round 22).
+// kRingW (opt-in, ws_set_ring / MXMOE_SM90_WS_RING; every launch on the register path with K a
+// multiple of kWsRing steps): the weights through each consumer thread's own ring of kWsRing K
+// steps in shared memory (cp.async, kWsRing steps ahead) instead of the register double buffer.
+// The limit above in SASS (scripts/kernel_sass.sh --dump): every weight LDG of the step loop
+// sets scoreboard 5 and each step's first use of its fragment waits on it, i.e. for the loads
+// the previous step issued; cp.async groups complete in order and wait_group counts them, so a
+// step waits for its own group only. One group per step (empty when there is nothing to
+// fetch), kWsRing at a tile's start unless the previous tile fetched them: before step s the
+// groups after s's are exactly kWsRing - 1. Step kb uses slot kb % kWsRing, the next tile's
+// step j slot j (KT % kWsRing == 0). Not yet timed on a GPU (bench/NOTES.md P round 22).
 constexpr int kWsRing = 4;
 // kSlotW: the weights through the producer's slots instead (ws_producer copies them with the
 // activation rows, a consumer reads its fragment back with LDS): GEMM2 with at most
