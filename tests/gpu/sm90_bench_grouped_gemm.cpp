@@ -148,9 +148,9 @@ TEST(Sm90GroupedGemmBench, DISABLED_WsConsumers) {
   }
 }
 
-// The consumers' weight ring (ws_set_ring, grouped_gemm_ws_kernel.cuh kRingW: GEMM1 with BF16 h
-// and GEMM2) against the register path, alternating twice so that drift shows: EP16 at 4096,
-// 8192 and 16384 tokens, TP8xEP4 at 16384 (its GEMM2, K = 384, stays on the slot path).
+// The consumers' weight ring (ws_set_ring, grouped_gemm_ws_kernel.cuh kRingW: every launch on the
+// register path) against that path, alternating twice so that drift shows: EP16 at 4096, 8192
+// and 16384 tokens, TP8xEP4 at 16384 (its GEMM2, K = 384, stays on the slot path).
 TEST(Sm90GroupedGemmBench, DISABLED_WsRing) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "SKIPPED: no CUDA device";

@@ -25,12 +25,7 @@ constexpr int kReduceCostSteps = 24;
 
 // Forced mainloop (0 = the rule). Starts from MXMOE_DECODE_MAINLOOP=1|2|3|4 so an end-to-end
 // `mxmoe bench` run can time both mainloops in one device session; tests set it directly.
-int valid_mainloop(int m) {
-  return m == kDecodeBulkRing || m == kDecodeRegStream || m == kDecodeRegRing ||
-                 m == kDecodeRuleWithRing
-             ? m
-             : 0;
-}
+int valid_mainloop(int m) { return m >= kDecodeBulkRing && m <= kDecodeRuleWithRing ? m : 0; }
 int mainloop_from_env() {
   const char* env = std::getenv("MXMOE_DECODE_MAINLOOP");
   return valid_mainloop(env != nullptr ? std::atoi(env) : 0);
@@ -66,8 +61,7 @@ void trace_launch(bool gemm1, int loop, bool spec, int trigger, int S, int tiles
                "clusters %lld\n",
                gemm1 ? 1 : 2,
                loop == kDecodeBulkRing ? "bulk" : loop == kDecodeRegRing ? "ring" : "register",
-               spec ? 1 : 0, trigger, S, tiles,
-               experts, M, K, static_cast<long long>(clusters));
+               spec ? 1 : 0, trigger, S, tiles, experts, M, K, static_cast<long long>(clusters));
 }
 
 // kLoop: the mainloop (decode_gemm.h): kDecodeBulkRing the bulk-copy ring
@@ -353,13 +347,14 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
     return false;
   }
   const int forced = g_mainloop.load(std::memory_order_relaxed);
-  const bool rule_bulk = rows <= kDecodeBulkMaxRows ||
-                         static_cast<int64_t>(rows) * kDecodeBulkExpertsPerRow <= a.num_experts ||
-                         a.K / kStepK <= kDecodeBulkMaxSteps;
-  const int rule_reg = forced == kDecodeRuleWithRing ? kDecodeRegRing : kDecodeRegStream;
-  const int loop = forced != 0 && forced != kDecodeRuleWithRing ? forced
-                   : rule_bulk                                  ? kDecodeBulkRing
-                                                                : rule_reg;
+  int loop = forced;
+  if (forced == 0 || forced == kDecodeRuleWithRing) {  // the rule
+    const bool bulk = rows <= kDecodeBulkMaxRows ||
+                      static_cast<int64_t>(rows) * kDecodeBulkExpertsPerRow <= a.num_experts ||
+                      a.K / kStepK <= kDecodeBulkMaxSteps;
+    loop = bulk ? kDecodeBulkRing : forced == kDecodeRuleWithRing ? kDecodeRegRing
+                                                                  : kDecodeRegStream;
+  }
   switch (loop) {
     case kDecodeBulkRing:
       *err = launch_decode_for<kGemm1, kDecodeBulkRing>(g, a, rows, num_sms, stream, own);
