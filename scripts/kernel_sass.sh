@@ -80,6 +80,14 @@ KIND_OF='
     }
   }'
 
+# hex(h): the value of lowercase hex digits h (mawk has no strtonum).
+HEX='
+  function hex(h,   i, v) {
+    v = 0
+    for (i = 1; i <= length(h); ++i) v = 16 * v + index("0123456789abcdef", substr(h, i, 1)) - 1
+    return v
+  }'
+
 # counts TAG: one line per kernel, "mangled|regs|local|total|kind counts..." from TAG.sass/.res.
 counts() {
   local tag=$1
@@ -115,12 +123,7 @@ counts() {
 # body by kind. A body holds every path the loop can take (a rare branch's code counts as much
 # as the common one).
 loops() {
-  awk "$KIND_OF"'
-    function hex(h,   i, v) {
-      v = 0
-      for (i = 1; i <= length(h); ++i) v = 16 * v + index("0123456789abcdef", substr(h, i, 1)) - 1
-      return v
-    }
+  awk "$KIND_OF$HEX"'
     /^ +\/\*[0-9a-f]+\*\// {
       parse($0); ++n; at[n] = hex(addr); kd[n] = kind_of(base); nop[n] = (base == "NOP")
       if (target != "" && hex(target) <= at[n]) { ++m; ls[m] = hex(target); le[m] = at[n] }
@@ -162,12 +165,7 @@ loops() {
 # for first (W)): "addr  S<stall> <y> w<n> r<n> W<list>  instruction". Which loads share a
 # scoreboard, and which first use waits for which loads, is read here.
 annotate() {
-  awk '
-    function hex(h,   i, v) {
-      v = 0
-      for (i = 1; i <= length(h); ++i) v = 16 * v + index("0123456789abcdef", substr(h, i, 1)) - 1
-      return v
-    }
+  awk "$HEX"'
     function bits(v, lo, n) { return int(v / 2 ^ lo) % 2 ^ n }
     /Function :/ { print; next }
     /^ +\/\*[0-9a-f]+\*\// {
