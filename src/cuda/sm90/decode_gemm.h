@@ -111,6 +111,12 @@ cudaError_t decode_timeline_reset(cudaStream_t stream);
 //   has at most one tile;
 // - kDecodeSpecOwnInputs (implies Tiles): GEMM1 on the bulk ring, when given its own inputs
 //   (Gemm1Params::own: W4A16 on the caller's BF16 rows), runs beside the glue instead of after.
+// - kDecodeSpecOwnRegister (independent of the other bits, and may join kDecodeSpecSmall): the
+//   same for GEMM1 on a register mainloop (decode_gemm_kernel.cuh kOwn; split 1 and at most
+//   decode::kOwnMaxPairs pairs, else the plain kernel): each CTA maps the rows to their tokens
+//   from the ids in shared memory once and reads the caller's rows through it, so at T = 16-64
+//   the glue (~7-9 us under ncu at EP16, bench/NOTES.md D round 8) runs beside GEMM1's weight
+//   stream instead of ahead of it.
 // Kernels of split 8 (only when forced) never take the ids.
 constexpr int kDecodeSpecOff = 0;
 constexpr int kDecodeSpecTiles = 1;
@@ -119,6 +125,7 @@ constexpr int kDecodeSpecEarlyGemm2 = 4;
 constexpr int kDecodeSpecOwnInputs = 8;
 constexpr int kDecodeSpecEarlyGemm2OneTile = 16;
 constexpr int kDecodeSpecEarlyGemm2Split = 32;
+constexpr int kDecodeSpecOwnRegister = 128;
 constexpr int kDecodeSpecAll = 15;  // every bit but the narrower triggers and the rule
 // The rule, and the default: Tiles | EarlyGemm2 where the layer's expected GEMM2 weight stream
 // (the experts the rows hint reaches x H x I / 2 bytes) is at most kDecodeSpecSmallBytes, else

@@ -69,6 +69,7 @@ constexpr int kBN = 16;                  // tokens per tile
 constexpr int kThreads = 128;            // 4 warps, 16 weight rows each
 constexpr int kDepth = 4;                // 64-K steps of weights in flight per thread
 constexpr int kMaxExperts = 1024;        // tile prefix capacity (Kimi: at most 896 per GPU)
+constexpr int kOwnMaxPairs = 2048;       // kOwn: pairs (T * k) a CTA maps; Kimi T=64: 1024
 constexpr int kWBytes = kWarpgroup * kFragBytes;        // 2048 per 64-K step
 constexpr int kSBytes = kRowPairs * kFragScaleBytes;    // 128 per 64-K step
 constexpr int kPartBytes = kThreads * 8 * 4;            // one CTA's fp32 partial tile: 4 KB
@@ -82,7 +83,7 @@ static_assert(kChunkBytes % 128 == 0, "chunk alignment");
 // split reduction's partials, the epilogue staging, the MX amax, the tile prefix, the experts'
 // {begin, rows} (16 bits each: the launcher takes max_rows <= kDecodeMaxRows), the reduction's
 // two mbarriers (red_full, red_free).
-template <int S, bool kRing = false>
+template <int S, bool kRing = false, bool kOwn = false>
 struct Smem {
   static constexpr int kChunks = 0;
   static constexpr int kRed = kChunks + 2 * kChunkBytes;      // (S - 1) partials, rank 0
@@ -96,7 +97,14 @@ struct Smem {
   // word), [step slot][thread], after everything else so the other offsets stay put.
   static constexpr int kRingFrag = (kRedBar + 2 * 8 + 15) & ~15;
   static constexpr int kRingScale = kRingFrag + kDepth * kThreads * kFragBytes;
-  static constexpr int kEnd = kRing ? kRingScale + kDepth * kThreads * 4 : kRedBar + 2 * 8;
+  static constexpr int kRingEnd = kRing ? kRingScale + kDepth * kThreads * 4 : kRedBar + 2 * 8;
+  // kOwn: the row -> token map [kOwnMaxPairs] (16 bits each), after the rest; before the first
+  // chunk the chunk buffers hold build_row_tokens' scratch: the pairs' local experts, then
+  // the experts' cursors.
+  static constexpr int kRowTok = (kRingEnd + 15) & ~15;
+  static constexpr int kOwnLe = kChunks, kOwnCur = kChunks + kOwnMaxPairs * 2;
+  static_assert(kOwnMaxPairs * 2 + kMaxExperts * 4 <= 2 * kChunkBytes, "kOwn scratch");
+  static constexpr int kEnd = kOwn ? kRowTok + kOwnMaxPairs * 2 : kRingEnd;
   static constexpr size_t kDynamic = kEnd + 128;              // + alignment slack
 };
 
@@ -453,11 +461,18 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
 // are W_s+1 .. W_s+3 and one chunk group, so cp.async.wait_group kDepth leaves W_s and
 // everything older (its chunk's rows among them) complete. Same fragments, same MMAs in the
 // same order: bit-identical outputs.
-template <int S, bool kGemm1, bool kSpec, bool kRing = false>
-__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
-    decode_gemm_kernel(const KernelArgs p, const DecodeSpec spec) {
+// kOwn (decode_gemm_own_kernel below): GEMM1 on its own inputs, beside the glue instead of after
+// it. The tile list and the row -> token map come from spec.ids (build_tile_prefix_from_ids,
+// build_row_tokens: the glue's stable grouping), the token rows straight from spec.own.x, the
+// SiTU parameters by the glue's rule (finish_tile's kOwn); nothing it reads is written by the
+// chain, so it waits for the previous kernel only before it exits (GEMM2's wait on it then
+// covers the glue's outputs). Same rows, tiles and sums as the glue's copy would give:
+// bit-identical.
+template <int S, bool kGemm1, bool kSpec, bool kRing, bool kOwn>
+__device__ __forceinline__ void decode_gemm_body(const KernelArgs& p, const DecodeSpec& spec) {
   static_assert(!(kRing && kSpec), "the ring's group sequence starts with chunk 0 (no preload)");
-  using L = Smem<S, kRing>;
+  static_assert(!kOwn || (kGemm1 && !kSpec), "own inputs: GEMM1, no preload before a wait");
+  using L = Smem<S, kRing, kOwn>;
   constexpr int D = kDepth;
   constexpr int kPieces = D * 8;  // 16-byte pieces per token row per chunk
   extern __shared__ uint8_t smem_raw[];
@@ -482,7 +497,14 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
       ptx::mbar_init_fence();
     }
   }
-  if constexpr (kSpec) {  // the wait comes after the first tile's weight loads, below
+  uint16_t* sTok = reinterpret_cast<uint16_t*>(smem + L::kRowTok);  // kOwn only
+  if constexpr (kOwn) {  // no wait: nothing read below comes from the chain
+    int16_t* sLe = reinterpret_cast<int16_t*>(smem + L::kOwnLe);
+    build_tile_prefix_from_ids<kBN, kThreads, kMaxExperts, true>(
+        p, spec.ids, spec.pairs, spec.expert_start, m_tiles, sPrefix, sWarp, sSpan, sLe);
+    build_row_tokens<kThreads>(sLe, spec.pairs, spec.own.top_k, p.num_experts, sSpan,
+                               reinterpret_cast<int*>(smem + L::kOwnCur), sTok);
+  } else if constexpr (kSpec) {  // the wait comes after the first tile's weight loads, below
     build_tile_prefix_from_ids<kBN, kThreads, kMaxExperts>(
         p, spec.ids, spec.pairs, spec.expert_start, m_tiles, sPrefix, sWarp, sSpan);
   } else {
@@ -502,7 +524,8 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
   };
   auto scale_ptr = [&](const TileInfo& ti) {
     return p.w_scales + ti.e * (mk / 32) +
-           (static_cast<int64_t>(ti.mt) * KT + k_begin) * kSBytes + (8 * warp + g) * kFragScaleBytes;
+           (static_cast<int64_t>(ti.mt) * KT + k_begin) * kSBytes +
+           (8 * warp + g) * kFragScaleBytes;
   };
   // Chunk c (steps c D .. c D + D - 1 of the slice) of the tile's token rows into buffer `buf`.
   auto load_chunk = [&](const TileInfo& ti, int c, int buf) {
@@ -510,9 +533,15 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
     for (int idx = tid; idx < ti.nrows * kPieces; idx += kThreads) {
       const int r = idx / kPieces, q = idx % kPieces;
       if (q < valid) {
-        const int64_t row = p.act_row ? p.act_row[ti.p0 + r] : ti.p0 + r;
+        const __nv_bfloat16* src;
+        if constexpr (kOwn) {  // the caller's row of the pair's token
+          src = spec.own.x + static_cast<int64_t>(sTok[ti.p0 + r]) * spec.own.x_stride;
+        } else {
+          const int64_t row = p.act_row ? p.act_row[ti.p0 + r] : ti.p0 + r;
+          src = p.act + row * p.act_stride;
+        }
         ptx::cp_async_16(sbase + L::kChunks + buf * kChunkBytes + r * kPitch + 16 * q,
-                         p.act + row * p.act_stride + (k_begin + c * D) * kStepK + 8 * q, true);
+                         src + (k_begin + c * D) * kStepK + 8 * q, true);
       }
     }
   };
@@ -647,8 +676,29 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
                      lane);
       start_tile(ti);
     }
-    finish_tile<S, kGemm1, L>(p, cur, cols, d, smem, sbase, rank, tile + nclu >= total, n_red);
+    finish_tile<S, kGemm1, L, kOwn>(p, cur, cols, d, smem, sbase, rank, tile + nclu >= total,
+                                    n_red, spec);
   }
+  // kOwn: GEMM2's wait on this kernel must also cover the glue's outputs (offsets, row weights,
+  // out_token), so this kernel completes only after the glue has.
+  if constexpr (kOwn) pdl::wait();
+}
+
+template <int S, bool kGemm1, bool kSpec, bool kRing = false>
+__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
+    decode_gemm_kernel(const KernelArgs p, const DecodeSpec spec) {
+  decode_gemm_body<S, kGemm1, kSpec, kRing, false>(p, spec);
+}
+
+// GEMM1 on its own inputs (decode_gemm.h kDecodeSpecOwnRegister), split 1, either mainloop.
+// Bounded to 5 CTAs per SM (96 registers), as the plain GEMM1 runs: left free, ptxas gave the
+// register mainloop 125 (4 CTAs per SM, a fifth fewer weight loads in flight) for a few
+// per-tile spills (scripts/kernel_sass.sh: one L1-resident reload per step in the step loop;
+// the ring variant none).
+template <bool kRing>
+__global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kThreads, 5)
+    decode_gemm_own_kernel(const KernelArgs p, const DecodeSpec spec) {
+  decode_gemm_body<1, true, false, kRing, true>(p, spec);
 }
 
 }  // namespace mxmoe::sm90::decode
