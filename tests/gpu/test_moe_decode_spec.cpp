@@ -1,9 +1,9 @@
 // tests/gpu/test_moe_decode_spec.cpp: run_moe with the grouping known before the wait
 // (src/cuda/sm90/decode_gemm.h, DecodeSpec; MXMOE_DECODE_SPEC). At decode sizes with the caller's
 // ids, every mode (the decode GEMMs' tile lists from the ids; with or without the first weights
-// before pdl::wait; GEMM1 on the bulk ring triggering GEMM2 early; GEMM1 on the bulk ring or on a
-// register mainloop on its own inputs, beside the glue: W4A16 on BF16 rows) must give the bits
-// of mode 0, for both
+// before pdl::wait; GEMM1 on the bulk ring triggering GEMM2 early; GEMM1 on its own inputs, beside
+// the glue: on the bulk ring W4A16 on BF16 rows, on a register mainloop W4A16 and W4A8, whose
+// MXFP8 rows it quantizes itself) must give the bits of mode 0, for both
 // backends and both mainloops, with scalar and per-expert SiTU parameters and strided rows,
 // eagerly and in a captured graph replayed with new ids (the kernels read the ids before they
 // wait: a stale or early read would show as a difference); mode 0 is also held to the CPU

@@ -235,11 +235,12 @@ cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split
 // the ids when the mode asks for them and the problem has them, with the mode's preload, and
 // for GEMM1 on the bulk ring its own inputs (kDecodeSpecOwnInputs) when given and usable by
 // bulk copies.
-// GEMM1's own inputs (Gemm1OwnInputs) are usable: given, W4A16 (the rows go to the MMA as they
-// are, so a GEMM1 that requantizes h, W4A8's, never takes them) and 16-byte rows for the bulk
-// copies and cp.async.
-bool own_usable(const KernelArgs& a, const Gemm1OwnInputs* own) {
-  return own != nullptr && own->x != nullptr && !a.mxfp8_out &&
+// GEMM1's own inputs (Gemm1OwnInputs) are usable: given, with 16-byte rows for the bulk copies
+// and cp.async, and W4A16 unless mx_rows: the bulk ring hands the rows to the MMA as they are,
+// the register mainloops (mx_rows) quantize them to MXFP8 as the glue does for W4A8
+// (p.mxfp8_out: W4A8's GEMM1, which also requantizes h).
+bool own_usable(const KernelArgs& a, const Gemm1OwnInputs* own, bool mx_rows) {
+  return own != nullptr && own->x != nullptr && (mx_rows || !a.mxfp8_out) &&
          (reinterpret_cast<uintptr_t>(own->x) & 15u) == 0 && own->x_stride >= a.K &&
          own->x_stride % 8 == 0 && own->top_k >= 1;
 }
@@ -252,7 +253,7 @@ DecodeSpec own_register_spec(const GroupedProblem& g, const KernelArgs& a,
   DecodeSpec s;
   if ((g_spec.load(std::memory_order_relaxed) & kDecodeSpecOwnRegister) == 0 ||
       g.route_ids == nullptr || g.route_pairs <= 0 || g.route_pairs > g.max_rows ||
-      g.route_pairs > decode::kOwnMaxPairs || !own_usable(a, own)) {
+      g.route_pairs > decode::kOwnMaxPairs || !own_usable(a, own, true)) {
     return s;
   }
   s.ids = g.route_ids;
@@ -289,7 +290,9 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
   s.pairs = g.route_pairs;
   s.expert_start = g.route_expert_start;
   s.preload = (mode & kDecodeSpecPreload) != 0 ? 1 : 0;
-  if (kGemm1 && bulk && (mode & kDecodeSpecOwnInputs) != 0 && own_usable(a, own)) s.own = *own;
+  if (kGemm1 && bulk && (mode & kDecodeSpecOwnInputs) != 0 && own_usable(a, own, false)) {
+    s.own = *own;
+  }
   return s;
 }
 

@@ -116,7 +116,8 @@ cudaError_t decode_timeline_reset(cudaStream_t stream);
 //   decode::kOwnMaxPairs pairs, else the plain kernel): each CTA maps the rows to their tokens
 //   from the ids in shared memory once and reads the caller's rows through it, so at T = 16-64
 //   the glue (~7-9 us under ncu at EP16, bench/NOTES.md D round 8) runs beside GEMM1's weight
-//   stream instead of ahead of it.
+//   stream instead of ahead of it. W4A16, and W4A8 with the rows quantized to MXFP8 in each
+//   chunk by the glue's functions.
 // Kernels of split 8 (only when forced) never take the ids.
 constexpr int kDecodeSpecOff = 0;
 constexpr int kDecodeSpecTiles = 1;

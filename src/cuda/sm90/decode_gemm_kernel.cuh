@@ -62,6 +62,7 @@
 #include "smxx/mxfp8_device.cuh"
 #include "smxx/situ_device.cuh"
 #include "smxx/gemm2_store.cuh"
+#include "smxx/quantize_row.cuh"  // kOwn, W4A8: the glue's MXFP8 of the token rows
 
 namespace mxmoe::sm90::decode {
 
@@ -466,8 +467,10 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
 // build_row_tokens: the glue's stable grouping), the token rows straight from spec.own.x, the
 // SiTU parameters by the glue's rule (finish_tile's kOwn); nothing it reads is written by the
 // chain, so it waits for the previous kernel only before it exits (GEMM2's wait on it then
-// covers the glue's outputs). Same rows, tiles and sums as the glue's copy would give:
-// bit-identical.
+// covers the glue's outputs). W4A8 (p.mxfp8_out): the rows are MXFP8-quantized in place in each
+// chunk buffer by the threads that copied them (quantize_chunk), with the glue's own functions
+// (smxx/quantize_row.cuh), before the chunk's CTA barrier. Same rows, tiles and sums as the
+// glue's copy would give: bit-identical.
 template <int S, bool kGemm1, bool kSpec, bool kRing, bool kOwn>
 __device__ __forceinline__ void decode_gemm_body(const KernelArgs& p, const DecodeSpec& spec) {
   static_assert(!(kRing && kSpec), "the ring's group sequence starts with chunk 0 (no preload)");
@@ -542,6 +545,35 @@ __device__ __forceinline__ void decode_gemm_body(const KernelArgs& p, const Deco
         }
         ptx::cp_async_16(sbase + L::kChunks + buf * kChunkBytes + r * kPitch + 16 * q,
                          src + (k_begin + c * D) * kStepK + 8 * q, true);
+      }
+    }
+  };
+  // kOwn, W4A8: chunk c's rows in buffer `buf`, as the glue's quantize_row would have written
+  // them. Thread tid copied pieces (r, q) = (idx / 32, idx % 32), idx = tid + 128 i (load_chunk),
+  // so once its own copies landed (cp.async.wait_group) it quantizes them in place: the 4 lanes
+  // of an MX block are lanes 4 b .. 4 b + 3 of one warp, and a warp's 32 lanes share the row, so
+  // the loop and its shuffles are warp-uniform. The chunk's CTA barrier then publishes them.
+  auto quantize_chunk = [&](const TileInfo& ti, int c, int buf) {
+    static_assert(kPieces == 32, "one row per warp and pass");
+    const int valid = min(D, nk - c * D) * 8;
+    for (int idx = tid; idx < ti.nrows * kPieces; idx += kThreads) {
+      const int r = idx / kPieces, q = idx % kPieces;
+      const bool active = q < valid;  // whole MX blocks: valid is a multiple of 8
+      uint4* piece =
+          reinterpret_cast<uint4*>(smem + L::kChunks + buf * kChunkBytes + r * kPitch + 16 * q);
+      const uint4 raw = active ? *piece : make_uint4(0u, 0u, 0u, 0u);
+      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+      float v[8];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        v[2 * j] = bf16_to_float(static_cast<uint16_t>(w[j] & 0xFFFFu));
+        v[2 * j + 1] = bf16_to_float(static_cast<uint16_t>(w[j] >> 16));
+      }
+      const float amax = smxx::mx_quarter_amax(v);
+      if (active) {
+        uint32_t o[4];
+        smxx::mx_quarter_values(v, amax, o);
+        *piece = make_uint4(o[0], o[1], o[2], o[3]);
       }
     }
   };
@@ -630,6 +662,9 @@ __device__ __forceinline__ void decode_gemm_body(const KernelArgs& p, const Deco
         ptx::cp_async_wait<D>();  // step c D's weights and everything older (chunk c) landed
       } else {
         ptx::cp_async_wait<1>();  // this thread's pieces of chunk c have landed
+      }
+      if constexpr (kOwn) {
+        if (p.mxfp8_out) quantize_chunk(ti, c, c & 1);
       }
       cta_sync();         // everyone's
       const uint32_t bsm =

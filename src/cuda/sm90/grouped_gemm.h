@@ -78,11 +78,13 @@ struct CountedGemm1 {
 };
 
 // What GEMM1 may read in place of the glue's outputs, all written before the launch's chain
-// began: the caller's BF16 rows (pair i of the route_ids reads row i / top_k; W4A16 only, where
-// the glue copies them bit for bit) and the SiTU parameters (the glue's rule: per_expert_* by
-// GLOBAL id when given, else the scalar). Used only by the decode kernel on the bulk ring under
-// MXMOE_DECODE_SPEC's kDecodeSpecOwnInputs (decode_gemm.h), with GroupedProblem::route_ids; x
-// null: never. (Also the kernel's own view of them: DecodeSpec::own.)
+// began: the caller's BF16 rows (pair i of the route_ids reads row i / top_k; the glue copies
+// them bit for bit for W4A16, quantizes them to MXFP8 for W4A8) and the SiTU parameters (the
+// glue's rule: per_expert_* by GLOBAL id when given, else the scalar). Used only by the decode
+// kernels under MXMOE_DECODE_SPEC (decode_gemm.h): kDecodeSpecOwnInputs on the bulk ring (W4A16
+// only), kDecodeSpecOwnRegister on the register mainloops (both backends), with
+// GroupedProblem::route_ids; x null: never. (Also the kernel's own view of them:
+// DecodeSpec::own.)
 struct Gemm1OwnInputs {
   const __nv_bfloat16* x = nullptr;  // 16-byte aligned, x_stride a multiple of 8 elements
   int64_t x_stride = 0;
