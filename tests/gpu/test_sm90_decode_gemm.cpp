@@ -70,6 +70,32 @@ TEST(Sm90DecodeSpec, SmallRuleHost) {
   EXPECT_TRUE(decode_spec_small(56, 0, 3584, 3072));
 }
 
+TEST(Sm90DecodeSpec, ModeBitsHost) {
+  // MXMOE_DECODE_SPEC's normalization (decode_gemm.cu valid_spec, through decode_set_spec): the
+  // preload and bulk own inputs imply the ids' tile list; the rule stands alone or with GEMM1 of
+  // the register mainloops on its own inputs (bit 128, independent of the rest); out of range
+  // is off.
+  const int saved = decode_spec();
+  const auto normalized = [](int m) {
+    decode_set_spec(m);
+    return decode_spec();
+  };
+  EXPECT_EQ(normalized(0), kDecodeSpecOff);
+  EXPECT_EQ(normalized(kDecodeSpecPreload), kDecodeSpecPreload | kDecodeSpecTiles);
+  EXPECT_EQ(normalized(kDecodeSpecOwnInputs), kDecodeSpecOwnInputs | kDecodeSpecTiles);
+  EXPECT_EQ(normalized(kDecodeSpecSmall | kDecodeSpecPreload), kDecodeSpecSmall);
+  EXPECT_EQ(normalized(kDecodeSpecOwnRegister), kDecodeSpecOwnRegister);
+  EXPECT_EQ(normalized(kDecodeSpecSmall | kDecodeSpecOwnRegister),
+            kDecodeSpecSmall | kDecodeSpecOwnRegister);
+  EXPECT_EQ(normalized(255), kDecodeSpecSmall | kDecodeSpecOwnRegister);
+  EXPECT_EQ(normalized(kDecodeSpecEarlyGemm2 | kDecodeSpecOwnRegister),
+            kDecodeSpecEarlyGemm2 | kDecodeSpecOwnRegister);
+  EXPECT_EQ(normalized(256), kDecodeSpecOff);
+  EXPECT_EQ(normalized(-1), kDecodeSpecOff);
+  decode_set_spec(saved);
+  EXPECT_EQ(decode_spec(), saved);
+}
+
 TEST(Sm90DecodeGemm, RejectsBadArguments) {
   MXMOE_REQUIRE_SM90();
   TinyLaunches tiny;
