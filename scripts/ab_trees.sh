@@ -13,8 +13,9 @@
 #   call), and prints a table last. Environment: AB_TOKENS (default 4096,8192,16384),
 #   AB_LAYOUTS (ep16,tp8ep4), AB_TIMEOUT (seconds per run, default 90), AB_GEMM=0 (end to end
 #   only, no GEMM-only runs), AB_ROUTER (the bench's --router, default ids), AB_TARGETS (ninja
-#   targets built per tree, default "test_sm90_grouped_gemm mxmoe"). Logs go to $OUT (else
-#   build-ab/logs).
+#   targets built per tree, default "test_sm90_grouped_gemm mxmoe"), AB_CMAKE_<NAME> (extra
+#   CMake arguments for tree NAME, e.g. AB_CMAKE_gep=-DMXMOE_SMEM_GEP=ON for a tree prepared as
+#   gep=HEAD: a compile-time A/B). Logs go to $OUT (else build-ab/logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/ab_tables.sh
@@ -49,8 +50,11 @@ jobs=$(( 16 / ${#names[@]} ))
 [ "$jobs" -ge 2 ] || jobs=2
 t0=$(date +%s)
 for n in "${names[@]}"; do
+  extra_var="AB_CMAKE_${n//[^A-Za-z0-9_]/_}"
+  read -r -a extra <<< "${!extra_var:-}"
   (cmake -S "$(src_of "$n")" -B "$(bin_of "$n")" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-     -DMXMOE_ENABLE_CUDA=ON "${deps[@]}" > "$LOG/cfg_${n//./wt}.log" 2>&1 &&
+     -DMXMOE_ENABLE_CUDA=ON "${deps[@]}" ${extra[@]+"${extra[@]}"} \
+     > "$LOG/cfg_${n//./wt}.log" 2>&1 &&
    ninja -C "$(bin_of "$n")" -j"$jobs" ${AB_TARGETS:-test_sm90_grouped_gemm mxmoe} \
      > "$LOG/build_${n//./wt}.log" 2>&1
    echo "build $n rc $?") &
