@@ -104,8 +104,8 @@ __device__ __forceinline__ void build_tile_prefix_from_ids(const Params& p, cons
 // sLe [pairs] (each pair's local expert) and sSpan [E] (each expert's begin | rows << 16). In the
 // glue's stable grouping local row begin(e) + j is the j-th pair of expert e in pair order, and
 // its token is pair / top_k; sTok [row] gets that token (pairs <= 65536). Warp 0 walks the pairs
-// in order, 32 at a time, each batch's pairs of one expert ranked by __match_any_sync, one
-// cursor per expert in sCur [E] (scratch). Called by all NT threads; ends with __syncthreads.
+// in order, 32 at a time, with the glue's own step (smxx::stable_row_step), one cursor per
+// expert in sCur [E] (scratch). Called by all NT threads; ends with __syncthreads.
 template <int NT>
 __device__ __forceinline__ void build_row_tokens(const int16_t* sLe, int pairs, int top_k, int E,
                                                  const uint32_t* sSpan, int* sCur,
@@ -114,19 +114,11 @@ __device__ __forceinline__ void build_row_tokens(const int16_t* sLe, int pairs, 
   for (int e = tid; e < E; e += NT) sCur[e] = static_cast<int>(sSpan[e] & 0xFFFFu);
   __syncthreads();
   if (tid < 32) {
-    const unsigned below = (1u << tid) - 1u;
     for (int w0 = 0; w0 < pairs; w0 += 32) {
       const int i = w0 + tid;
       const int le = i < pairs ? sLe[i] : -1;
-      const unsigned peers = __match_any_sync(0xFFFFFFFFu, le);
-      const int base = le >= 0 ? sCur[le] : 0;
-      __syncwarp();  // every peer has read the cursor before the last one moves it
-      if (le >= 0) {
-        const int row = base + __popc(peers & below);
-        sTok[row] = static_cast<uint16_t>(i / top_k);
-        if ((peers >> tid) == 1u) sCur[le] = row + 1;  // the batch's last pair of expert le
-      }
-      __syncwarp();
+      const int row = smxx::stable_row_step(le, __match_any_sync(~0u, le), tid, sCur);
+      if (row >= 0) sTok[row] = static_cast<uint16_t>(i / top_k);
     }
   }
   __syncthreads();

@@ -12,6 +12,21 @@ __device__ __forceinline__ int local_expert(int32_t id, int start, int count) {
   return (id >= 0 && le >= 0 && le < count) ? le : -1;
 }
 
+// One 32-pair step of the stable grouping (called by the whole warp, lane l holding one pair):
+// the pair's row, next[le] plus the lanes below holding the same local expert (same =
+// __match_any_sync of le), or -1 for le < 0; then each expert's lowest lane moves next[le] past
+// the step's pairs of that expert. So rows follow pair order within each expert. (group.cu's
+// walker spells the same lines out: through this helper its 32 unrolled steps compiled to ~2
+// more instructions each, scripts/kernel_sass.sh.)
+__device__ __forceinline__ int stable_row_step(int le, unsigned same, int lane, int32_t* next) {
+  const unsigned before = same & ((1u << lane) - 1u);
+  const int row = le >= 0 ? next[le] + __popc(before) : -1;
+  __syncwarp();  // every lane has read its cursor before one moves it
+  if (le >= 0 && before == 0) next[le] += __popc(same);
+  __syncwarp();
+  return row;
+}
+
 // Whether exactly one of the k ballot bits from `first` is set (a token whose k pairs lie in
 // one 32-pair window, its first at lane `first`, owns exactly one of them).
 __device__ __forceinline__ bool one_owned_in_window(unsigned owned, int first, int k) {

@@ -125,11 +125,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
       const int le = i < c_end ? local_expert(ids[i], a.expert_start, El) : -2;
       const unsigned same = __match_any_sync(~0u, le);
       const unsigned owned = __ballot_sync(~0u, le >= 0);
-      const unsigned before = same & ((1u << lane) - 1u);
-      const int pos = le >= 0 ? next[le] + __popc(before) : -1;
-      __syncwarp();
-      if (le >= 0 && before == 0) next[le] += __popc(same);
-      __syncwarp();
+      const int pos = stable_row_step(le, same, lane, next);
       if (i < c_end) {
         a.pair_pos[i] = pos;
         if (pos >= 0) {
