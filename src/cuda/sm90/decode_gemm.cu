@@ -74,13 +74,19 @@ void trace_launch(bool gemm1, int loop, int var, int trigger, int S, int tiles, 
 // inputs, DecodeSpec::own); kVarOwn GEMM1 of a register mainloop on its own inputs
 // (kDecodeSpecOwnRegister), split 1 only (other splits take the plain kernel).
 constexpr int kVarPlain = 0, kVarIds = 1, kVarOwn = 2;
+// The variant a launch of kVar at split S really runs (what kernel_of picks, and the trace says).
+template <int S, bool kGemm1, int kLoop, int kVar>
+constexpr int var_of() {
+  if (kVar == kVarOwn) return kGemm1 && S == 1 && kLoop != kDecodeBulkRing ? kVarOwn : kVarPlain;
+  return kVar == kVarIds && S <= 4 ? kVarIds : kVarPlain;
+}
 template <int S, bool kGemm1, int kLoop, int kVar>
 constexpr bool own_of() {
-  return kVar == kVarOwn && kGemm1 && S == 1 && kLoop != kDecodeBulkRing;
+  return var_of<S, kGemm1, kLoop, kVar>() == kVarOwn;
 }
 template <int S, bool kGemm1, int kLoop, int kVar>
 auto* kernel_of() {
-  constexpr bool spec = kVar == kVarIds && S <= 4;
+  constexpr bool spec = var_of<S, kGemm1, kLoop, kVar>() == kVarIds;
   constexpr bool own = own_of<S, kGemm1, kLoop, kVar>();
   if constexpr (kLoop == kDecodeBulkRing) {
     return decode::decode_bulk_kernel<S, kGemm1, spec>;
@@ -189,11 +195,8 @@ cudaError_t launch_split(const KernelArgs& a, const DecodeSpec& spec, int64_t ti
   const int64_t fit = S == 1 ? slots : max_clusters > 0 ? max_clusters : slots * 3 / (4 * S);
   const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(fit, tile_bound));
   if (g_trace) {
-    const int var = own_of<S, kGemm1, kLoop, kVar>() ? kVarOwn
-                    : kVar == kVarIds && S <= 4    ? kVarIds
-                                                   : kVarPlain;
-    trace_launch(kGemm1, kLoop, var, spec.trigger, S, static_cast<int>(tile_bound),
-                 a.num_experts, a.M, a.K, clusters);
+    trace_launch(kGemm1, kLoop, var_of<S, kGemm1, kLoop, kVar>(), spec.trigger, S,
+                 static_cast<int>(tile_bound), a.num_experts, a.M, a.K, clusters);
   }
   const dim3 grid(static_cast<unsigned>(clusters * S));
   return pdl::launch_pdl(kernel_of<S, kGemm1, kLoop, kVar>(), grid, dim3(threads_of<kLoop>()),
@@ -231,10 +234,6 @@ cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split
   }
 }
 
-// The DecodeSpec of a launch (decode_gemm.h): for GEMM1 on the bulk ring the early trigger;
-// the ids when the mode asks for them and the problem has them, with the mode's preload, and
-// for GEMM1 on the bulk ring its own inputs (kDecodeSpecOwnInputs) when given and usable by
-// bulk copies.
 // GEMM1's own inputs (Gemm1OwnInputs) are usable: given, with 16-byte rows for the bulk copies
 // and cp.async, and W4A16 unless mx_rows: the bulk ring hands the rows to the MMA as they are,
 // the register mainloops (mx_rows) quantize them to MXFP8 as the glue does for W4A8
@@ -245,6 +244,15 @@ bool own_usable(const KernelArgs& a, const Gemm1OwnInputs* own, bool mx_rows) {
          own->x_stride % 8 == 0 && own->top_k >= 1;
 }
 
+// The problem's route ids, when given with at most max_rows pairs, into s (else s unchanged).
+bool take_ids(const GroupedProblem& g, DecodeSpec* s) {
+  if (g.route_ids == nullptr || g.route_pairs <= 0 || g.route_pairs > g.max_rows) return false;
+  s->ids = g.route_ids;
+  s->pairs = g.route_pairs;
+  s->expert_start = g.route_expert_start;
+  return true;
+}
+
 // GEMM1 of a register mainloop on its own inputs (kDecodeSpecOwnRegister): the ids and the
 // inputs in a DecodeSpec, or a spec without ids when the mode, the problem or the inputs do not
 // allow it (at most decode::kOwnMaxPairs pairs: the kernel maps them in shared memory).
@@ -252,17 +260,17 @@ DecodeSpec own_register_spec(const GroupedProblem& g, const KernelArgs& a,
                              const Gemm1OwnInputs* own) {
   DecodeSpec s;
   if ((g_spec.load(std::memory_order_relaxed) & kDecodeSpecOwnRegister) == 0 ||
-      g.route_ids == nullptr || g.route_pairs <= 0 || g.route_pairs > g.max_rows ||
-      g.route_pairs > decode::kOwnMaxPairs || !own_usable(a, own, true)) {
-    return s;
+      g.route_pairs > decode::kOwnMaxPairs || !own_usable(a, own, true) || !take_ids(g, &s)) {
+    return DecodeSpec();
   }
-  s.ids = g.route_ids;
-  s.pairs = g.route_pairs;
-  s.expert_start = g.route_expert_start;
   s.own = *own;
   return s;
 }
 
+// The DecodeSpec of a launch (decode_gemm.h): for GEMM1 on the bulk ring the early trigger;
+// the ids when the mode asks for them and the problem has them, with the mode's preload, and
+// for GEMM1 on the bulk ring its own inputs (kDecodeSpecOwnInputs) when given and usable by
+// bulk copies.
 template <bool kGemm1>
 DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
                    const Gemm1OwnInputs* own) {
@@ -282,13 +290,7 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
                 : (mode & kDecodeSpecEarlyGemm2OneTile) != 0 ? kTriggerSplitOneTile
                                                              : 0;
   }
-  if ((mode & kDecodeSpecTiles) == 0 || g.route_ids == nullptr || g.route_pairs <= 0 ||
-      g.route_pairs > g.max_rows) {
-    return s;
-  }
-  s.ids = g.route_ids;
-  s.pairs = g.route_pairs;
-  s.expert_start = g.route_expert_start;
+  if ((mode & kDecodeSpecTiles) == 0 || !take_ids(g, &s)) return s;
   s.preload = (mode & kDecodeSpecPreload) != 0 ? 1 : 0;
   if (kGemm1 && bulk && (mode & kDecodeSpecOwnInputs) != 0 && own_usable(a, own, false)) {
     s.own = *own;
