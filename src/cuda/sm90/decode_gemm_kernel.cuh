@@ -561,14 +561,9 @@ __device__ __forceinline__ void decode_gemm_body(const KernelArgs& p, const Deco
       const bool active = q < valid;  // whole MX blocks: valid is a multiple of 8
       uint4* piece =
           reinterpret_cast<uint4*>(smem + L::kChunks + buf * kChunkBytes + r * kPitch + 16 * q);
-      const uint4 raw = active ? *piece : make_uint4(0u, 0u, 0u, 0u);
-      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-      float v[8];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        v[2 * j] = bf16_to_float(static_cast<uint16_t>(w[j] & 0xFFFFu));
-        v[2 * j + 1] = bf16_to_float(static_cast<uint16_t>(w[j] >> 16));
-      }
+      float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // zeros for the shuffles of an inactive lane
+      uint16_t raw[8];
+      if (active) smxx::load8<false, true>(piece, 0, v, raw);  // quantize_row's BF16 load
       const float amax = smxx::mx_quarter_amax(v);
       if (active) {
         uint32_t o[4];
