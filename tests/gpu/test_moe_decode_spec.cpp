@@ -195,7 +195,9 @@ TEST(MoeDecodeSpec, GraphReplayReadsEachReplaysIds) {
   MXMOE_REQUIRE_SM90();
   auto g = make_gpu_layer(kE, kH, kI, kK, kStart, kCount, 602);
   ASSERT_TRUE(g);
-  for (int mode : {sm90::kDecodeSpecAll, kModes[kNumModes - 4], kModes[3], sm90::kDecodeSpecSmall,
+  for (int mode : {sm90::kDecodeSpecAll,
+                   kDecodeSpecTiles | kDecodeSpecEarlyGemm2 | kDecodeSpecOwnInputs,
+                   sm90::kDecodeSpecEarlyGemm2OneTile, sm90::kDecodeSpecSmall,
                    sm90::kDecodeSpecSmall | sm90::kDecodeSpecOwnRegister}) {
     for (Backend backend : {Backend::kW4A16, Backend::kW4A8}) {
       for (int T : {1, 3, 24}) {
