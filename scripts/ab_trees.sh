@@ -14,8 +14,8 @@
 #   AB_LAYOUTS (ep16,tp8ep4), AB_TIMEOUT (seconds per run, default 90), AB_GEMM=0 (end to end
 #   only, no GEMM-only runs), AB_ROUTER (the bench's --router, default ids), AB_TARGETS (ninja
 #   targets built per tree, default "test_sm90_grouped_gemm mxmoe"), AB_CMAKE_<NAME> (extra
-#   CMake arguments for tree NAME, e.g. AB_CMAKE_gep=-DMXMOE_SMEM_GEP=ON for a tree prepared as
-#   gep=HEAD: a compile-time A/B). Logs go to $OUT (else build-ab/logs).
+#   CMake arguments for tree NAME, e.g. AB_CMAKE_t=-DMXMOE_DECODE_TIMELINE=ON for a tree prepared
+#   as t=HEAD: a compile-time A/B). Logs go to $OUT (else build-ab/logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/ab_tables.sh

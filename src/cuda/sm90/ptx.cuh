@@ -23,21 +23,16 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 }
 // The dynamic shared memory rounded up to an A-byte boundary (the launchers add A bytes of
 // slack): 1024 for 128-byte-swizzled wgmma tiles, 128 for the decode kernels.
-// MXMOE_SMEM_GEP (CMake option, off; bench/NOTES.md K round 1): the rounding as pointer
-// arithmetic on p (the offset from its shared-window address). Through uintptr_t the compiler
-// loses that the result points into shared memory, and every access through it is a generic
-// LD.E / ST.E (SASS, scripts/kernel_sass.sh: ~50 in the bulk decode kernel, its consumers' weight
-// reads in the step loop among them, ~100 in each warp-specialized kernel); through p they stay
-// LDS / STS. Same address either way: the shared window is aligned far beyond 1024 bytes.
+// The rounding is pointer arithmetic on p (the offset from its shared-window address), not a
+// round trip through uintptr_t: after that the compiler no longer knows the result points into
+// shared memory, and every access through it became a generic LD.E / ST.E (~50 in the bulk decode
+// kernel, its consumers' weight reads among them, ~100 in each warp-specialized kernel). Through
+// p they stay LDS / STS: 1-3% faster end to end (bench/RESULTS.md, 2026-12-05, K round 1). Same
+// address either way: the shared window is aligned far beyond 1024 bytes.
 template <int A>
 __device__ __forceinline__ uint8_t* align_smem(uint8_t* p) {
   static_assert((A & (A - 1)) == 0, "power of two");
-#ifdef MXMOE_SMEM_GEP
   return p + ((A - (static_cast<uint32_t>(__cvta_generic_to_shared(p)) & (A - 1))) & (A - 1));
-#else
-  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + (A - 1)) &
-                                    ~static_cast<uintptr_t>(A - 1));
-#endif
 }
 
 // K-major operand, rows of 128 bytes (64 BF16), 128-byte swizzle, 8-row groups 1024 bytes apart.
