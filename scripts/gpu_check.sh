@@ -11,8 +11,7 @@
 # `mxmoe bench` run after the tests; its table is printed last), MXMOE_GPU_MICRO=1 (also build
 # and run the FP8 wgmma and the decode weight-stream microbenchmarks: wgmma_depth.txt,
 # decode_streams.txt), MXMOE_GPU_TIMELINE=1 (also a timeline build of the decode kernels and their
-# GEMM1 -> GEMM2 chain timeline: timeline.txt), MXMOE_GPU_RINGS=1 (also the GEMM-only benches of
-# the opt-in weight rings against the paths they would replace: rings.txt, printed last).
+# GEMM1 -> GEMM2 chain timeline: timeline.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -143,21 +142,6 @@ if [ -n "${MXMOE_GPU_TIMELINE:-}" ]; then
     note "decode timeline: build FAILED (configure_tl.log, build_tl.log)"
   fi
 fi
-# Optional (MXMOE_GPU_RINGS=1): the decode register stream against its ring (DecodeBench rows reg
-# and ring, the split the heuristic picks; bench/NOTES.md D round 23) and the warp-specialized
-# kernels' register path against theirs (*DISABLED_WsRing*, P round 22), GEMM-only: rings.txt.
-if [ -n "${MXMOE_GPU_RINGS:-}" ]; then
-  "$B/tests/gpu/test_sm90_decode_gemm" --gtest_also_run_disabled_tests \
-    --gtest_filter='*DISABLED_KimiShapes*' > "$LOG/decode_bench.txt" 2>&1
-  r1=$?
-  "$B/tests/gpu/test_sm90_grouped_gemm" --gtest_also_run_disabled_tests \
-    --gtest_filter='*DISABLED_WsRing*' > "$LOG/ws_ring.txt" 2>&1
-  r2=$?
-  { grep -E "^DECODE_BENCH .* (reg|ring) +\|" "$LOG/decode_bench.txt"
-    grep -E "^BENCH " "$LOG/ws_ring.txt"; } > "$LOG/rings.txt"
-  n=$(wc -l < "$LOG/rings.txt")
-  note "ring benches: decode rc $r1, ws rc $r2 ($n lines, rings.txt), $(elapsed)"
-fi
 echo "---- summary ----"
 printf '%s\n' "${SUMMARY[@]}"
 echo "failure lines in test logs: $bars_failed"
@@ -166,9 +150,6 @@ rc=$(( ctest_rc != 0 || check_rc != 0 || bench_rc != 0 ))
 echo "gpu_check: $([ $rc = 0 ] && echo PASS || echo FAIL) in $(elapsed)"
 if [ -n "${MXMOE_GPU_TIMELINE:-}" ]; then
   echo "---- decode timeline ----"; grep "^TIMELINE" "$LOG/timeline.txt" 2>/dev/null | cut -c1-240
-fi
-if [ -n "${MXMOE_GPU_RINGS:-}" ]; then
-  echo "---- rings (GEMM-only) ----"; cut -c1-200 "$LOG/rings.txt"
 fi
 if [ -n "${MXMOE_GPU_BENCH:-}" ]; then echo "---- mxmoe bench ----"; grep -v "^note:" "$LOG/bench.log" | tail -60; fi
 exit $rc

@@ -148,13 +148,6 @@ inline unsigned __ballot_sync(unsigned, int pred) {
   return bits;
 }
 inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
-inline unsigned __match_any_sync(unsigned, int v) {  // the lanes holding the same value
-  int all[32];
-  block_sim::self().warp->gather(block_sim::self().lane, v, all);
-  unsigned bits = 0;
-  for (int l = 0; l < 32; ++l) bits |= all[l] == v ? 1u << l : 0u;
-  return bits;
-}
 inline void __syncwarp(unsigned = ~0u) { block_sim::self().warp->sync(); }
 inline void __syncthreads() { block_sim::self().block->sync(); }
 inline unsigned __reduce_max_sync(unsigned, unsigned v) {

@@ -148,22 +148,6 @@ TEST(Sm90GroupedGemmBench, DISABLED_WsConsumers) {
   }
 }
 
-// The consumers' weight ring (ws_set_ring, grouped_gemm_ws_kernel.cuh kRingW: every launch on the
-// register path) against that path, alternating twice so that drift shows: EP16 at 4096, 8192
-// and 16384 tokens, TP8xEP4 at 16384 (its GEMM2, K = 384, stays on the slot path).
-TEST(Sm90GroupedGemmBench, DISABLED_WsRing) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "SKIPPED: no CUDA device";
-  const bool saved = ws_ring();
-  for (bool ring : {false, true, false, true}) {
-    ws_set_ring(ring);
-    const char* ep16 = ring ? "EP16[ring]" : "EP16[registers]";
-    for (int T : {4096, 8192, 16384}) bench(ep16, 56, 3072, 1, T, 160);
-    bench(ring ? "TP8xEP4[ring]" : "TP8xEP4[registers]", 224, 384, 4, 16384, 160);
-  }
-  ws_set_ring(saved);
-}
-
 // 18 to 55 rows per expert, where the one-warpgroup kernel's 32- and 64-wide tiles meet three
 // consumers: EP16 at 1024, 2048 and 3072 tokens, TP8xEP4 at 2048.
 TEST(Sm90GroupedGemmBench, DISABLED_MidRows) {

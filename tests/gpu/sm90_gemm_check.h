@@ -306,26 +306,6 @@ struct SpecCase {
   }
 };
 
-// A case's weight-path A/B: run 0 on the paths in force, runs 1.. (graph captures take run 1's)
-// on the decode mainloop alt (!= 0, decode_set_mainloop) and / or the warp-specialized kernels'
-// ring (ring, ws_set_ring); the runs' bit identity is the check. The paths in force come back
-// when it goes out of scope.
-struct AltPathCase {
-  int alt;
-  bool ring;
-  int saved = decode_mainloop();
-  bool saved_ring = ws_ring();
-  AltPathCase(int alt_, bool ring_) : alt(alt_), ring(ring_) {}
-  ~AltPathCase() {
-    decode_set_mainloop(saved);
-    ws_set_ring(saved_ring);
-  }
-  void before_run(int run) const {
-    if (alt != 0) decode_set_mainloop(run == 0 ? saved : alt);
-    if (ring) ws_set_ring(run == 0 ? saved_ring : true);
-  }
-};
-
 // ---------------------------------------------------------------------------------------------
 struct Gemm1Case {
   std::vector<int> rows;  // per expert
@@ -340,8 +320,6 @@ struct Gemm1Case {
   int s_lo = 120, s_hi = 130;
   uint64_t seed = 1;
   int spec = 0;            // DecodeSpec mode of runs 1.. (run 0 runs without; SpecCase)
-  int alt_mainloop = 0;    // decode mainloop of runs 1.. (AltPathCase)
-  bool alt_ws_ring = false;  // runs 1.. with the warp-specialized kernels' ring (AltPathCase)
 };
 
 inline void run_gemm1_case(const Gemm1Case& c) {
@@ -403,19 +381,16 @@ inline void run_gemm1_case(const Gemm1Case& c) {
   p.g.kernel = c.kernel;
   p.g.split_k = c.split_k;
   const SpecCase spec(c.spec, c.rows, max_rows - pairs, c.seed, &p.g);
-  const AltPathCase loop(c.alt_mainloop, c.alt_ws_ring);
 
   const int runs = c.graph ? 4 : 2;
   std::vector<std::vector<uint16_t>> h(runs);
   CapturedLaunch graph;
   spec.before_run(1);
-  loop.before_run(1);
   if (c.graph) CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm1(p, num_sms(), s); }));
   for (int run = 0; run < runs; ++run) {
     CUDA_OK(cudaMemset(d_h.get(), 0xFF, d_h.size() * 2));  // poison: BF16 NaN
     CUDA_OK(cudaDeviceSynchronize());
     spec.before_run(run);
-    loop.before_run(run);
     CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm1(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(d_h.download(&h[run]));
@@ -507,8 +482,6 @@ struct Gemm2Case {
   bool direct = true;  // also run with an out_token table (check_gemm2_direct)
   int scale_offset = 0;  // bytes: the scales at d_ws + scale_offset (4: not 16-byte aligned)
   int spec = 0;          // as Gemm1Case::spec
-  int alt_mainloop = 0;  // as Gemm1Case::alt_mainloop
-  bool alt_ws_ring = false;  // as Gemm1Case::alt_ws_ring
 };
 
 inline void run_gemm2_case(const Gemm2Case& c) {
@@ -562,19 +535,16 @@ inline void run_gemm2_case(const Gemm2Case& c) {
   p.g.kernel = c.kernel;
   p.g.split_k = c.split_k;
   const SpecCase spec(c.spec, c.rows, max_rows - pairs, c.seed, &p.g);
-  const AltPathCase loop(c.alt_mainloop, c.alt_ws_ring);
 
   const int runs = c.graph ? 4 : 2;
   std::vector<std::vector<float>> y(runs);
   CapturedLaunch graph;
   spec.before_run(1);
-  loop.before_run(1);
   if (c.graph) CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm2(p, num_sms(), s); }));
   for (int run = 0; run < runs; ++run) {
     CUDA_OK(cudaMemset(d_y.get(), 0xFF, d_y.size() * 4));  // poison: fp32 NaN
     CUDA_OK(cudaDeviceSynchronize());
     spec.before_run(run);
-    loop.before_run(run);
     CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm2(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(d_y.download(&y[run]));

@@ -70,32 +70,6 @@ TEST(Sm90DecodeSpec, SmallRuleHost) {
   EXPECT_TRUE(decode_spec_small(56, 0, 3584, 3072));
 }
 
-TEST(Sm90DecodeSpec, ModeBitsHost) {
-  // MXMOE_DECODE_SPEC's normalization (decode_gemm.cu valid_spec, through decode_set_spec): the
-  // preload and bulk own inputs imply the ids' tile list; the rule stands alone or with GEMM1 of
-  // the register mainloops on its own inputs (bit 128, independent of the rest); out of range
-  // is off.
-  const int saved = decode_spec();
-  const auto normalized = [](int m) {
-    decode_set_spec(m);
-    return decode_spec();
-  };
-  EXPECT_EQ(normalized(0), kDecodeSpecOff);
-  EXPECT_EQ(normalized(kDecodeSpecPreload), kDecodeSpecPreload | kDecodeSpecTiles);
-  EXPECT_EQ(normalized(kDecodeSpecOwnInputs), kDecodeSpecOwnInputs | kDecodeSpecTiles);
-  EXPECT_EQ(normalized(kDecodeSpecSmall | kDecodeSpecPreload), kDecodeSpecSmall);
-  EXPECT_EQ(normalized(kDecodeSpecOwnRegister), kDecodeSpecOwnRegister);
-  EXPECT_EQ(normalized(kDecodeSpecSmall | kDecodeSpecOwnRegister),
-            kDecodeSpecSmall | kDecodeSpecOwnRegister);
-  EXPECT_EQ(normalized(255), kDecodeSpecSmall | kDecodeSpecOwnRegister);
-  EXPECT_EQ(normalized(kDecodeSpecEarlyGemm2 | kDecodeSpecOwnRegister),
-            kDecodeSpecEarlyGemm2 | kDecodeSpecOwnRegister);
-  EXPECT_EQ(normalized(256), kDecodeSpecOff);
-  EXPECT_EQ(normalized(-1), kDecodeSpecOff);
-  decode_set_spec(saved);
-  EXPECT_EQ(decode_spec(), saved);
-}
-
 TEST(Sm90DecodeGemm, RejectsBadArguments) {
   MXMOE_REQUIRE_SM90();
   TinyLaunches tiny;
@@ -246,51 +220,6 @@ INSTANTIATE_TEST_SUITE_P(AllSplits, Sm90DecodeSplitK,
                          ::testing::Combine(::testing::Values(0, 1, 2, 4, 8),
                                             ::testing::Values(kDecodeBulkRing, kDecodeRegStream),
                                             ::testing::Values(kDecodeSpecOff)));
-// The register mainloop with its weights through the per-thread shared-memory ring (opt-in,
-// decode_gemm.h kDecodeRegRing; it has no speculating kernel).
-INSTANTIATE_TEST_SUITE_P(Ring, Sm90DecodeSplitK,
-                         ::testing::Combine(::testing::Values(0, 1, 2, 4, 8),
-                                            ::testing::Values(kDecodeRegRing),
-                                            ::testing::Values(kDecodeSpecOff)));
-// The ring must compute what the register stream does, bit for bit (the same fragments into the
-// same MMAs in the same order): run 0 on the register stream, runs 1.. (a graph replay among
-// them) on the ring, at every split; K from one step per CTA (split 8 of 8 steps, 3 uneven
-// steps) to 24 steps (whole chunks with refills between the tail ones), scales past 2^1.
-template <class Case>
-Case ring_case(int split) {  // the decode kernel at `split`, runs 1.. on the ring
-  Case c;
-  c.rows = kAwkwardRows;
-  c.tile_n = 16;
-  c.kernel = kGemmDecode;
-  c.split_k = split;
-  c.alt_mainloop = kDecodeRegRing;
-  return c;
-}
-TEST(Sm90DecodeRing, BitIdenticalToRegisterStream) {
-  MXMOE_REQUIRE_SM90();
-  const int saved = decode_mainloop();
-  decode_set_mainloop(kDecodeRegStream);
-  for (int split : {1, 2, 4, 8}) {
-    for (int K : {192, 512, 1536}) {
-      SCOPED_TRACE("split " + std::to_string(split) + " K " + std::to_string(K));
-      Gemm1Case c1 = ring_case<Gemm1Case>(split);
-      c1.I = 96;
-      c1.K = K;
-      c1.mxfp8_out = K == 512;
-      c1.per_expert_beta = true;
-      c1.graph = K == 192;
-      run_gemm1_case(c1);
-      Gemm2Case c2 = ring_case<Gemm2Case>(split);
-      c2.H = 128;
-      c2.I = K;
-      c2.s_lo = K == 192 ? 100 : 120;  // 100..150: expand_fragment's two-multiply path
-      c2.s_hi = K == 192 ? 150 : 130;
-      run_gemm2_case(c2);
-    }
-  }
-  decode_set_mainloop(saved);
-}
-
 // Split 8 has no speculating kernel (it takes the plain one).
 INSTANTIATE_TEST_SUITE_P(Spec, Sm90DecodeSplitK,
                          ::testing::Combine(::testing::Values(0, 1, 2, 4),
@@ -440,13 +369,11 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     const char* name;
     int kernel, split, mainloop;
   };
-  constexpr int kB = kDecodeBulkRing, kR = kDecodeRegStream, kG = kDecodeRegRing;
+  constexpr int kB = kDecodeBulkRing, kR = kDecodeRegStream;
   const Variant variants[] = {
       {"tiled16", kGemmTiled, 0, 0},   {"dec", kGemmDecode, 0, 0},
       {"reg", kGemmDecode, 0, kR},     {"reg-s1", kGemmDecode, 1, kR},
       {"reg-s2", kGemmDecode, 2, kR},  {"reg-s4", kGemmDecode, 4, kR},
-      {"ring", kGemmDecode, 0, kG},    {"ring-s1", kGemmDecode, 1, kG},
-      {"ring-s2", kGemmDecode, 2, kG}, {"ring-s4", kGemmDecode, 4, kG},
       {"bulk", kGemmDecode, 0, kB},    {"bulk-s1", kGemmDecode, 1, kB},
       {"bulk-s2", kGemmDecode, 2, kB}, {"bulk-s4", kGemmDecode, 4, kB},
       {"reg-s8", kGemmDecode, 8, kR},  {"bulk-s8", kGemmDecode, 8, kB}};

@@ -289,34 +289,6 @@ TEST(Sm90WarpSpecialized, EveryWidth) {
   }
 }
 
-// The consumers' weight ring (ws_set_ring, grouped_gemm_ws_kernel.cuh kRingW) must give what the
-// register path gives, bit for bit: run 0 on the register path, runs 1.. on the ring (a graph
-// replay among them). Every width class as above; K from kWsRing steps (a tile's start fetches
-// all of them, its last kWsRing steps the next tile's first ones; no steady trip) to 20 steps
-// (steady trips between generic ones; the ring takes K a multiple of kWsRing steps only);
-// idle consumers in the last group (GEMM1 I = 160: 5 weight tiles; GEMM2 H = 256); GEMM1 with
-// either output (BF16 h, MXFP8); GEMM2 also through its out_token table (run_gemm2_case's direct
-// check runs on the ring).
-TEST(Sm90WarpSpecialized, RingBitIdenticalToRegisterPath) {
-  MXMOE_REQUIRE_SM90();
-  for (int K : {256, 768, 1280}) {
-    for (int I : {96, 160}) {
-      Gemm1Case c = ws_case<Gemm1Case>(I, K, 31 + K + I);
-      c.graph = K == 768;
-      c.mxfp8_out = I == 96;  // the MXFP8 epilogue's kernel, and the BF16-h one
-      c.alt_ws_ring = true;
-      run_gemm1_case(c);
-    }
-    for (int H : {192, 256}) {
-      // 12, 20, 28 steps: past kWsSlotWeightsMaxSteps, the register path.
-      Gemm2Case c2 = ws_case<Gemm2Case>(H, K + 512, 37 + K + H);
-      c2.graph = K == 256;
-      c2.alt_ws_ring = true;
-      run_gemm2_case(c2);
-    }
-  }
-}
-
 // GEMM2 started under GEMM1 (Gemm1Params::h_ready): the chain with the per-expert counters must
 // give GEMM2's y bit for bit as the chain without them, eagerly and in CUDA graph replays, with h
 // poisoned (NaN) before every GEMM1, so a tile of GEMM2 that read its rows before GEMM1 wrote them

@@ -2,8 +2,7 @@
 // tests/gpu/block_sim.h (label cpu): build_tile_prefix_from_ids, the tile list the decode kernels
 // find from the caller's top-k ids before pdl::wait() (decode_gemm.h, DecodeSpec; on by default
 // where the small-GEMM2 rule holds), must give the sPrefix and sSpan that build_tile_prefix gives
-// from the grouping's offsets, and both what a host loop gives; build_row_tokens (GEMM1 on its
-// own inputs, kDecodeSpecOwnRegister) the grouping's row -> token map. The GPU tests (Spec/
+// from the grouping's offsets, and both what a host loop gives. The GPU tests (Spec/
 // Sm90DecodeSplitK.*, test_gpu_moe_decode_spec) check the compiled kernels bit for bit.
 #include "block_sim.h"  // first: the intrinsics the device header calls
 
@@ -28,7 +27,6 @@ constexpr int kThreads = 128, kMaxE = 1024, kBN = 16;
 struct Case {
   int E, expert_start, total_experts, pairs, m_tiles;
   double local_share;  // chance that an id is one of this rank's experts
-  int top_k = 16;      // pairs per token (build_row_tokens: token = pair / top_k)
 };
 
 void check_case(const Case& c, unsigned seed) {
@@ -58,38 +56,21 @@ void check_case(const Case& c, unsigned seed) {
     want_span[e] = static_cast<uint32_t>(off[e]) | static_cast<uint32_t>(rows[e]) << 16;
   }
 
-  // The row -> token map of the glue's stable grouping: the pairs of each expert in pair order.
-  std::vector<uint16_t> want_tok(c.pairs, 0xFFFF);
-  std::vector<int32_t> cursor(off.begin(), off.end() - 1);
-  for (int i = 0; i < c.pairs; ++i) {
-    const int32_t id = ids[i];
-    if (id >= c.expert_start && id < c.expert_start + c.E)
-      want_tok[cursor[id - c.expert_start]++] = static_cast<uint16_t>(i / c.top_k);
-  }
-
   const Params p{off.data(), c.E, c.pairs};
-  std::vector<int> prefix[3];
-  std::vector<uint32_t> span[3];
-  std::vector<uint16_t> tok(c.pairs, 0xFFFF);
-  for (int way = 0; way < 3; ++way) {
+  std::vector<int> prefix[2];
+  std::vector<uint32_t> span[2];
+  for (int way = 0; way < 2; ++way) {
     prefix[way].assign(c.E + 1, -7);
     span[way].assign(c.E, 0xDEADBEEFu);
-    std::vector<int> warp_sums(kThreads / 32), cur(c.E, -5);
-    std::vector<int16_t> le(c.pairs, 99);
+    std::vector<int> warp_sums(kThreads / 32);
     block_sim::run_block(kThreads, [&] {
       if (way == 0) {
         mxmoe::sm90::build_tile_prefix<kBN, kThreads>(p, c.m_tiles, prefix[0].data(),
                                                       warp_sums.data(), span[0].data());
-      } else if (way == 1) {
+      } else {
         mxmoe::sm90::build_tile_prefix_from_ids<kBN, kThreads, kMaxE>(
             p, ids.data(), c.pairs, c.expert_start, c.m_tiles, prefix[1].data(),
             warp_sums.data(), span[1].data());
-      } else {  // the decode kernel's kOwn: the same, stashing each pair's expert, then the map
-        mxmoe::sm90::build_tile_prefix_from_ids<kBN, kThreads, kMaxE, true>(
-            p, ids.data(), c.pairs, c.expert_start, c.m_tiles, prefix[2].data(),
-            warp_sums.data(), span[2].data(), le.data());
-        mxmoe::sm90::build_row_tokens<kThreads>(le.data(), c.pairs, c.top_k, c.E,
-                                                span[2].data(), cur.data(), tok.data());
       }
     });
   }
@@ -97,9 +78,6 @@ void check_case(const Case& c, unsigned seed) {
   EXPECT_EQ(span[0], want_span) << "from the offsets";
   EXPECT_EQ(prefix[1], want_prefix) << "from the ids";
   EXPECT_EQ(span[1], want_span) << "from the ids";
-  EXPECT_EQ(prefix[2], want_prefix) << "from the ids, stashing";
-  EXPECT_EQ(span[2], want_span) << "from the ids, stashing";
-  EXPECT_EQ(tok, want_tok) << "the row -> token map";
 }
 
 TEST(TilePrefixSim, Ep16DecodeSizes) {  // 56 of 896 experts, one pick in 16 local
@@ -113,8 +91,8 @@ TEST(TilePrefixSim, Tp8Ep4DecodeSizes) {  // 224 of 896, a quarter of the picks 
 }
 TEST(TilePrefixSim, FullLayerAndCrowdedExperts) {
   check_case({896, 0, 896, 4096, 1, 1.0}, 6);   // every id local, several per thread chunk
-  check_case({3, 5, 8, 900, 2, 0.9, 3}, 7);      // few experts, many rows each (multi-tile)
-  check_case({1, 0, 1, 1, 4, 1.0, 1}, 8);        // one expert, one row
+  check_case({3, 5, 8, 900, 2, 0.9}, 7);         // few experts, many rows each (multi-tile)
+  check_case({1, 0, 1, 1, 4, 1.0}, 8);           // one expert, one row
   check_case({1000, 24, 1024, 64, 3, 0.5}, 9);   // more experts than threads x segments / 2
 }
 TEST(TilePrefixSim, NoLocalPairs) { check_case({56, 112, 896, 32, 96, 0.0}, 10); }

@@ -305,12 +305,11 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     g1.small_scales = w->w13_small_scales;
     g1.h = c.h;
     g1.h_ready = c.h_ready;  // zeroed by the glue above
-    // The caller's BF16 rows: what the glue would hand GEMM1 (the rows copied bit for bit, or for
-    // W4A8 quantized to MXFP8, and the SiTU parameters) can be had from the caller's buffers, so
-    // the decode GEMM1 may run beside the glue instead of after it (sm90/decode_gemm.h,
-    // kDecodeSpecOwnInputs, W4A16 on the bulk ring; kDecodeSpecOwnRegister, both backends on the
-    // register mainloops; the launcher takes them only with 16-byte rows).
-    if (caller_routing && p.hidden_dtype == InputDType::kBf16) {
+    // W4A16 on the caller's BF16 rows: what the glue would hand GEMM1 (rows copied bit for bit,
+    // the SiTU parameters) is also in the caller's buffers, so the decode GEMM1 may run beside
+    // the glue instead of after it (sm90/decode_gemm.h, kDecodeSpecOwnInputs; the launcher takes
+    // them only where its bulk copies can: 16-byte rows).
+    if (caller_routing && !w4a8 && p.hidden_dtype == InputDType::kBf16) {
       g1.own.x = static_cast<const __nv_bfloat16*>(p.hidden);
       g1.own.x_stride = x_stride;
       g1.own.top_k = k;

@@ -23,9 +23,9 @@ constexpr int kSplits[4] = {1, 2, 4, 8};
 // first H200 run (bench/NOTES.md D): a split pays off only when the tiles leave SMs idle.
 constexpr int kReduceCostSteps = 24;
 
-// Forced mainloop (0 = the rule). Starts from MXMOE_DECODE_MAINLOOP=1|2|3|4 so an end-to-end
+// Forced mainloop (0 = the rule). Starts from MXMOE_DECODE_MAINLOOP=1|2 so an end-to-end
 // `mxmoe bench` run can time both mainloops in one device session; tests set it directly.
-int valid_mainloop(int m) { return m >= kDecodeBulkRing && m <= kDecodeRuleWithRing ? m : 0; }
+int valid_mainloop(int m) { return m == kDecodeBulkRing || m == kDecodeRegStream ? m : 0; }
 int mainloop_from_env() {
   const char* env = std::getenv("MXMOE_DECODE_MAINLOOP");
   return valid_mainloop(env != nullptr ? std::atoi(env) : 0);
@@ -33,11 +33,10 @@ int mainloop_from_env() {
 std::atomic<int> g_mainloop{mainloop_from_env()};
 
 // The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC, a bit set
-// (0..255; the preload and own inputs build on kDecodeSpecTiles; kDecodeSpecSmall stands alone,
-// or with kDecodeSpecOwnRegister, which is independent of the other bits).
+// (0..127; the preload and own inputs build on kDecodeSpecTiles; kDecodeSpecSmall stands alone).
 int valid_spec(int m) {
-  if (m <= 0 || m > 255) return kDecodeSpecOff;
-  if ((m & kDecodeSpecSmall) != 0) return kDecodeSpecSmall | (m & kDecodeSpecOwnRegister);
+  if (m <= 0 || m > 127) return kDecodeSpecOff;
+  if ((m & kDecodeSpecSmall) != 0) return kDecodeSpecSmall;
   return (m & (kDecodeSpecPreload | kDecodeSpecOwnInputs)) != 0 ? m | kDecodeSpecTiles : m;
 }
 int spec_from_env() {
@@ -49,65 +48,40 @@ std::atomic<int> g_spec{spec_from_env()};
 // MXMOE_DECODE_TRACE (set: on): each decode launch's choices to stderr when they differ from
 // the previous launch of the same GEMM, to see which kernels a benchmark or a chain runs.
 const bool g_trace = std::getenv("MXMOE_DECODE_TRACE") != nullptr;
-// var: 0 plain, 1 the ids before the wait, 2 GEMM1 on its own inputs (register mainloops).
-void trace_launch(bool gemm1, int loop, int var, int trigger, int S, int tiles, int experts,
+void trace_launch(bool gemm1, bool bulk, bool spec, int trigger, int S, int tiles, int experts,
                   int M, int K, int64_t clusters) {
   static std::mutex mu;
   static int64_t last[2][9];
-  const int64_t now[9] = {loop, var, trigger, S, tiles, experts, M, K, clusters};
+  const int64_t now[9] = {bulk, spec, trigger, S, tiles, experts, M, K, clusters};
   std::lock_guard<std::mutex> lock(mu);
   if (std::equal(now, now + 9, last[gemm1])) return;
   std::copy(now, now + 9, last[gemm1]);
   std::fprintf(stderr,
-               "decode trace: GEMM%d %s var %d trigger %d split %d tiles %d experts %d M %d K %d "
+               "decode trace: GEMM%d %s spec %d trigger %d split %d tiles %d experts %d M %d K %d "
                "clusters %lld\n",
-               gemm1 ? 1 : 2,
-               loop == kDecodeBulkRing ? "bulk" : loop == kDecodeRegRing ? "ring" : "register",
-               var, trigger, S, tiles, experts, M, K, static_cast<long long>(clusters));
+               gemm1 ? 1 : 2, bulk ? "bulk" : "register", spec ? 1 : 0, trigger, S, tiles,
+               experts, M, K, static_cast<long long>(clusters));
 }
 
-// kLoop: the mainloop (decode_gemm.h): kDecodeBulkRing the bulk-copy ring
-// (decode_bulk_kernel.cuh), kDecodeRegStream the register-streamed one, kDecodeRegRing that one
-// with its weights through a per-thread shared-memory ring (no kVarIds instantiation).
-// kVar: kVarPlain; kVarIds the instantiation that reads the ids before the wait (split 8, only
-// when forced, has none and takes the plain kernel; on the bulk ring it also serves GEMM1's own
-// inputs, DecodeSpec::own); kVarOwn GEMM1 of a register mainloop on its own inputs
-// (kDecodeSpecOwnRegister), split 1 only (other splits take the plain kernel).
-constexpr int kVarPlain = 0, kVarIds = 1, kVarOwn = 2;
-// The variant a launch of kVar at split S really runs (what kernel_of picks, and the trace says).
-template <int S, bool kGemm1, int kLoop, int kVar>
-constexpr int var_of() {
-  if (kVar == kVarOwn) return kGemm1 && S == 1 && kLoop != kDecodeBulkRing ? kVarOwn : kVarPlain;
-  return kVar == kVarIds && S <= 4 ? kVarIds : kVarPlain;
-}
-template <int S, bool kGemm1, int kLoop, int kVar>
-constexpr bool own_of() {
-  return var_of<S, kGemm1, kLoop, kVar>() == kVarOwn;
-}
-template <int S, bool kGemm1, int kLoop, int kVar>
+// kBulk: the bulk-copy ring (decode_bulk_kernel.cuh), else the register-streamed mainloop.
+// kSpec: the instantiation that reads the ids before the wait; split 8 (only when forced) has
+// none and takes the plain kernel.
+template <int S, bool kGemm1, bool kBulk, bool kSpec>
 auto* kernel_of() {
-  constexpr bool spec = var_of<S, kGemm1, kLoop, kVar>() == kVarIds;
-  constexpr bool own = own_of<S, kGemm1, kLoop, kVar>();
-  if constexpr (kLoop == kDecodeBulkRing) {
+  constexpr bool spec = kSpec && S <= 4;
+  if constexpr (kBulk) {
     return decode::decode_bulk_kernel<S, kGemm1, spec>;
-  } else if constexpr (own) {
-    return decode::decode_gemm_own_kernel<kLoop == kDecodeRegRing>;
-  } else if constexpr (kLoop == kDecodeRegRing) {
-    return decode::decode_gemm_kernel<S, kGemm1, false, true>;
   } else {
     return decode::decode_gemm_kernel<S, kGemm1, spec>;
   }
 }
-template <int S, bool kGemm1, int kLoop, int kVar>
+template <int S, bool kBulk>
 constexpr size_t smem_of() {
-  constexpr bool own = own_of<S, kGemm1, kLoop, kVar>();
-  return kLoop == kDecodeBulkRing  ? decode::BulkSmem<S>::kDynamic
-         : kLoop == kDecodeRegRing ? decode::Smem<S, true, own>::kDynamic
-                                   : decode::Smem<S, false, own>::kDynamic;
+  return kBulk ? decode::BulkSmem<S>::kDynamic : decode::Smem<S>::kDynamic;
 }
-template <int kLoop>
+template <bool kBulk>
 constexpr int threads_of() {
-  return kLoop == kDecodeBulkRing ? decode::kBulkThreads : decode::kThreads;
+  return kBulk ? decode::kBulkThreads : decode::kThreads;
 }
 
 struct Occupancy {
@@ -118,14 +92,14 @@ struct Occupancy {
 
 // How many clusters of S CTAs the device runs at once (a cluster's CTAs share a GPC, so fewer
 // than per_sm x SMs / S); 0 when the query is not available.
-template <bool kGemm1, int kLoop, int kVar, int S>
+template <bool kGemm1, bool kBulk, bool kSpec, int S>
 int max_active_clusters() {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(S * 64);
-  cfg.blockDim = dim3(threads_of<kLoop>());
-  cfg.dynamicSmemBytes = smem_of<S, kGemm1, kLoop, kVar>();
+  cfg.blockDim = dim3(threads_of<kBulk>());
+  cfg.dynamicSmemBytes = smem_of<S, kBulk>();
   int n = 0;
-  if (cudaOccupancyMaxActiveClusters(&n, kernel_of<S, kGemm1, kLoop, kVar>(), &cfg) !=
+  if (cudaOccupancyMaxActiveClusters(&n, kernel_of<S, kGemm1, kBulk, kSpec>(), &cfg) !=
       cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
@@ -133,11 +107,11 @@ int max_active_clusters() {
   return n;
 }
 
-template <bool kGemm1, int kLoop, int kVar, int S>
+template <bool kGemm1, bool kBulk, bool kSpec, int S>
 cudaError_t setup_one(int* per_sm) {
-  auto* k = kernel_of<S, kGemm1, kLoop, kVar>();
-  const int smem = static_cast<int>(smem_of<S, kGemm1, kLoop, kVar>());
-  constexpr int kThreadsPerCta = threads_of<kLoop>();
+  auto* k = kernel_of<S, kGemm1, kBulk, kSpec>();
+  const int smem = static_cast<int>(smem_of<S, kBulk>());
+  constexpr int kThreadsPerCta = threads_of<kBulk>();
   cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   // The largest shared-memory carveout, as the chain's other kernels get from their smem needs:
@@ -168,26 +142,26 @@ cudaError_t setup_one(int* per_sm) {
   return *per_sm >= 1 ? cudaSuccess : cudaErrorInvalidConfiguration;
 }
 
-template <bool kGemm1, int kLoop, int kVar>
+template <bool kGemm1, bool kBulk, bool kSpec>
 const Occupancy& occupancy() {
   static Occupancy occ;
   static std::once_flag once;
   std::call_once(once, [] {
-    cudaError_t e = setup_one<kGemm1, kLoop, kVar, 1>(&occ.per_sm[0]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, kLoop, kVar, 2>(&occ.per_sm[1]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, kLoop, kVar, 4>(&occ.per_sm[2]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, kLoop, kVar, 8>(&occ.per_sm[3]);
+    cudaError_t e = setup_one<kGemm1, kBulk, kSpec, 1>(&occ.per_sm[0]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, kSpec, 2>(&occ.per_sm[1]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, kSpec, 4>(&occ.per_sm[2]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, kSpec, 8>(&occ.per_sm[3]);
     if (e == cudaSuccess) {
-      occ.clusters[1] = max_active_clusters<kGemm1, kLoop, kVar, 2>();
-      occ.clusters[2] = max_active_clusters<kGemm1, kLoop, kVar, 4>();
-      occ.clusters[3] = max_active_clusters<kGemm1, kLoop, kVar, 8>();
+      occ.clusters[1] = max_active_clusters<kGemm1, kBulk, kSpec, 2>();
+      occ.clusters[2] = max_active_clusters<kGemm1, kBulk, kSpec, 4>();
+      occ.clusters[3] = max_active_clusters<kGemm1, kBulk, kSpec, 8>();
     }
     occ.err = e;
   });
   return occ;
 }
 
-template <int S, bool kGemm1, int kLoop, int kVar>
+template <int S, bool kGemm1, bool kBulk, bool kSpec>
 cudaError_t launch_split(const KernelArgs& a, const DecodeSpec& spec, int64_t tile_bound,
                          int slots, int max_clusters, cudaStream_t stream) {
   // Persistent clusters: as many as run at once (one wave), but no more than the expected tiles
@@ -195,18 +169,18 @@ cudaError_t launch_split(const KernelArgs& a, const DecodeSpec& spec, int64_t ti
   const int64_t fit = S == 1 ? slots : max_clusters > 0 ? max_clusters : slots * 3 / (4 * S);
   const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(fit, tile_bound));
   if (g_trace) {
-    trace_launch(kGemm1, kLoop, var_of<S, kGemm1, kLoop, kVar>(), spec.trigger, S,
-                 static_cast<int>(tile_bound), a.num_experts, a.M, a.K, clusters);
+    trace_launch(kGemm1, kBulk, kSpec, spec.trigger, S, static_cast<int>(tile_bound),
+                 a.num_experts, a.M, a.K, clusters);
   }
   const dim3 grid(static_cast<unsigned>(clusters * S));
-  return pdl::launch_pdl(kernel_of<S, kGemm1, kLoop, kVar>(), grid, dim3(threads_of<kLoop>()),
-                         smem_of<S, kGemm1, kLoop, kVar>(), stream, a, spec);
+  return pdl::launch_pdl(kernel_of<S, kGemm1, kBulk, kSpec>(), grid, dim3(threads_of<kBulk>()),
+                         smem_of<S, kBulk>(), stream, a, spec);
 }
 
-template <bool kGemm1, int kLoop, int kVar>
+template <bool kGemm1, bool kBulk, bool kSpec>
 cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split_k, int rows,
                           int num_sms, cudaStream_t stream) {
-  const Occupancy& occ = occupancy<kGemm1, kLoop, kVar>();
+  const Occupancy& occ = occupancy<kGemm1, kBulk, kSpec>();
   if (occ.err != cudaSuccess) return occ.err;
   int slots[4];
   for (int i = 0; i < 4; ++i) slots[i] = num_sms * occ.per_sm[i];
@@ -221,50 +195,17 @@ cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split
                              (std::min(a.num_experts, hint) + hint / decode::kBN);
   switch (S) {
     case 1:
-      return launch_split<1, kGemm1, kLoop, kVar>(a, spec, tile_bound, slots[0], 0, stream);
+      return launch_split<1, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[0], 0, stream);
     case 2:
-      return launch_split<2, kGemm1, kLoop, kVar>(a, spec, tile_bound, slots[1],
+      return launch_split<2, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[1],
                                                    occ.clusters[1], stream);
     case 4:
-      return launch_split<4, kGemm1, kLoop, kVar>(a, spec, tile_bound, slots[2],
+      return launch_split<4, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[2],
                                                    occ.clusters[2], stream);
     default:
-      return launch_split<8, kGemm1, kLoop, kVar>(a, spec, tile_bound, slots[3],
+      return launch_split<8, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[3],
                                                    occ.clusters[3], stream);
   }
-}
-
-// GEMM1's own inputs (Gemm1OwnInputs) are usable: given, with 16-byte rows for the bulk copies
-// and cp.async, and W4A16 unless mx_rows: the bulk ring hands the rows to the MMA as they are,
-// the register mainloops (mx_rows) quantize them to MXFP8 as the glue does for W4A8
-// (p.mxfp8_out: W4A8's GEMM1, which also requantizes h).
-bool own_usable(const KernelArgs& a, const Gemm1OwnInputs* own, bool mx_rows) {
-  return own != nullptr && own->x != nullptr && (mx_rows || !a.mxfp8_out) &&
-         (reinterpret_cast<uintptr_t>(own->x) & 15u) == 0 && own->x_stride >= a.K &&
-         own->x_stride % 8 == 0 && own->top_k >= 1;
-}
-
-// The problem's route ids, when given with at most max_rows pairs, into s (else s unchanged).
-bool take_ids(const GroupedProblem& g, DecodeSpec* s) {
-  if (g.route_ids == nullptr || g.route_pairs <= 0 || g.route_pairs > g.max_rows) return false;
-  s->ids = g.route_ids;
-  s->pairs = g.route_pairs;
-  s->expert_start = g.route_expert_start;
-  return true;
-}
-
-// GEMM1 of a register mainloop on its own inputs (kDecodeSpecOwnRegister): the ids and the
-// inputs in a DecodeSpec, or a spec without ids when the mode, the problem or the inputs do not
-// allow it (at most decode::kOwnMaxPairs pairs: the kernel maps them in shared memory).
-DecodeSpec own_register_spec(const GroupedProblem& g, const KernelArgs& a,
-                             const Gemm1OwnInputs* own) {
-  DecodeSpec s;
-  if ((g_spec.load(std::memory_order_relaxed) & kDecodeSpecOwnRegister) == 0 ||
-      g.route_pairs > decode::kOwnMaxPairs || !own_usable(a, own, true) || !take_ids(g, &s)) {
-    return DecodeSpec();
-  }
-  s.own = *own;
-  return s;
 }
 
 // The DecodeSpec of a launch (decode_gemm.h): for GEMM1 on the bulk ring the early trigger;
@@ -275,7 +216,7 @@ template <bool kGemm1>
 DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
                    const Gemm1OwnInputs* own) {
   DecodeSpec s;
-  int mode = g_spec.load(std::memory_order_relaxed) & ~kDecodeSpecOwnRegister;
+  int mode = g_spec.load(std::memory_order_relaxed);
   if (mode == kDecodeSpecSmall) {
     // Both GEMMs see the same H x I per expert (GEMM1 M = 2 I, K = H; GEMM2 M = H, K = I) and
     // the same rows hint, so both launches reach the same verdict.
@@ -290,33 +231,31 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
                 : (mode & kDecodeSpecEarlyGemm2OneTile) != 0 ? kTriggerSplitOneTile
                                                              : 0;
   }
-  if ((mode & kDecodeSpecTiles) == 0 || !take_ids(g, &s)) return s;
+  if ((mode & kDecodeSpecTiles) == 0 || g.route_ids == nullptr || g.route_pairs <= 0 ||
+      g.route_pairs > g.max_rows) {
+    return s;
+  }
+  s.ids = g.route_ids;
+  s.pairs = g.route_pairs;
+  s.expert_start = g.route_expert_start;
   s.preload = (mode & kDecodeSpecPreload) != 0 ? 1 : 0;
-  if (kGemm1 && bulk && (mode & kDecodeSpecOwnInputs) != 0 && own_usable(a, own, false)) {
+  // (W4A16 only: the rows go to the MMA as they are, so a GEMM1 that requantizes h, W4A8's,
+  // never takes them.)
+  if (kGemm1 && bulk && (mode & kDecodeSpecOwnInputs) != 0 && own != nullptr && own->x != nullptr &&
+      !a.mxfp8_out && (reinterpret_cast<uintptr_t>(own->x) & 15u) == 0 &&
+      own->x_stride >= a.K && own->x_stride % 8 == 0 && own->top_k >= 1) {
     s.own = *own;
   }
   return s;
 }
 
-template <bool kGemm1, int kLoop>
+template <bool kGemm1, bool kBulk>
 cudaError_t launch_decode_for(const GroupedProblem& g, const KernelArgs& a, int rows,
                               int num_sms, cudaStream_t stream, const Gemm1OwnInputs* own) {
-  if constexpr (kGemm1 && kLoop != kDecodeBulkRing) {
-    const DecodeSpec spec = own_register_spec(g, a, own);
-    if (spec.ids != nullptr) {
-      return launch_decode<kGemm1, kLoop, kVarOwn>(a, spec, g.split_k, rows, num_sms, stream);
-    }
-  }
-  if constexpr (kLoop == kDecodeRegRing) {  // no ids before the wait (kernel_of): plain launch
-    return launch_decode<kGemm1, kLoop, kVarPlain>(a, DecodeSpec(), g.split_k, rows, num_sms,
-                                                   stream);
-  } else {
-    const DecodeSpec spec = spec_of<kGemm1>(g, kLoop == kDecodeBulkRing, a, own);
-    return spec.ids != nullptr
-               ? launch_decode<kGemm1, kLoop, kVarIds>(a, spec, g.split_k, rows, num_sms, stream)
-               : launch_decode<kGemm1, kLoop, kVarPlain>(a, spec, g.split_k, rows, num_sms,
-                                                         stream);
-  }
+  const DecodeSpec spec = spec_of<kGemm1>(g, kBulk, a, own);
+  return spec.ids != nullptr
+             ? launch_decode<kGemm1, kBulk, true>(a, spec, g.split_k, rows, num_sms, stream)
+             : launch_decode<kGemm1, kBulk, false>(a, spec, g.split_k, rows, num_sms, stream);
 }
 
 }  // namespace
@@ -343,7 +282,6 @@ cudaError_t decode_timeline_reset(cudaStream_t) { return cudaErrorNotSupported; 
 void decode_set_mainloop(int m) {
   g_mainloop.store(valid_mainloop(m), std::memory_order_relaxed);
 }
-int decode_mainloop() { return g_mainloop.load(std::memory_order_relaxed); }
 
 void decode_set_spec(int mode) { g_spec.store(valid_spec(mode), std::memory_order_relaxed); }
 int decode_spec() { return g_spec.load(std::memory_order_relaxed); }
@@ -396,25 +334,13 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
     return false;
   }
   const int forced = g_mainloop.load(std::memory_order_relaxed);
-  int loop = forced;
-  if (forced == 0 || forced == kDecodeRuleWithRing) {  // the rule
-    const bool bulk = rows <= kDecodeBulkMaxRows ||
-                      static_cast<int64_t>(rows) * kDecodeBulkExpertsPerRow <= a.num_experts ||
-                      a.K / kStepK <= kDecodeBulkMaxSteps;
-    loop = bulk ? kDecodeBulkRing : forced == kDecodeRuleWithRing ? kDecodeRegRing
-                                                                  : kDecodeRegStream;
-  }
-  switch (loop) {
-    case kDecodeBulkRing:
-      *err = launch_decode_for<kGemm1, kDecodeBulkRing>(g, a, rows, num_sms, stream, own);
-      break;
-    case kDecodeRegRing:
-      *err = launch_decode_for<kGemm1, kDecodeRegRing>(g, a, rows, num_sms, stream, own);
-      break;
-    default:
-      *err = launch_decode_for<kGemm1, kDecodeRegStream>(g, a, rows, num_sms, stream, own);
-      break;
-  }
+  const bool bulk = forced != 0 ? forced == kDecodeBulkRing
+                                : rows <= kDecodeBulkMaxRows ||
+                                      static_cast<int64_t>(rows) * kDecodeBulkExpertsPerRow <=
+                                          a.num_experts ||
+                                      a.K / kStepK <= kDecodeBulkMaxSteps;
+  *err = bulk ? launch_decode_for<kGemm1, true>(g, a, rows, num_sms, stream, own)
+              : launch_decode_for<kGemm1, false>(g, a, rows, num_sms, stream, own);
   return true;
 }
 

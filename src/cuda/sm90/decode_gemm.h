@@ -35,14 +35,6 @@ constexpr int kDecodeMaxMeanRows = 12;
 // 85.2. The kernels alone time alike at T=1 (ncu), so the ring's gain is in the PDL chain.
 constexpr int kDecodeBulkRing = 1;
 constexpr int kDecodeRegStream = 2;
-// Opt-in (forced only; the rule never picks it): the register-streamed mainloop with its weights
-// through a per-thread shared-memory ring by cp.async, so that each step waits for its own
-// weights only (decode_gemm_kernel.cuh, kRing: ptxas gives the register ring's loads one
-// scoreboard, which makes it one step deep). Not yet timed on a GPU (bench/NOTES.md D round 23).
-constexpr int kDecodeRegRing = 3;
-// Also opt-in: the rule below, with kDecodeRegRing wherever it picks the register stream (the
-// end-to-end A/B of making the ring the default).
-constexpr int kDecodeRuleWithRing = 4;
 constexpr int kDecodeBulkMaxRows = 4;
 constexpr int kDecodeBulkExpertsPerRow = 4;
 // The ring also takes short K (at most kDecodeBulkMaxSteps 64-wide steps, TP8xEP4's GEMM2 with
@@ -52,9 +44,8 @@ constexpr int kDecodeBulkExpertsPerRow = 4;
 // GEMMs (KT 48-56) stay faster on the register mainloop (EP16 T=64 GEMM2 89.0 / 98.6).
 constexpr int kDecodeBulkMaxSteps = 8;
 // Test / timing knob: force a mainloop for later launches (0 = the rule above); the process
-// starts from MXMOE_DECODE_MAINLOOP (1 to 4) when set, for end-to-end A/B timings.
+// starts from MXMOE_DECODE_MAINLOOP (1 or 2) when set, for end-to-end A/B timings.
 void decode_set_mainloop(int m);
-int decode_mainloop();  // the mainloop now forced (0: the rule; tests restore it)
 
 // The grouping known before the wait. At T = 1 the chain's kernels run one after another, each
 // far below the DRAM rate (bench/NOTES.md, twenty-first session: prologue 7.7, GEMM1 13, GEMM2
@@ -111,13 +102,6 @@ cudaError_t decode_timeline_reset(cudaStream_t stream);
 //   has at most one tile;
 // - kDecodeSpecOwnInputs (implies Tiles): GEMM1 on the bulk ring, when given its own inputs
 //   (Gemm1Params::own: W4A16 on the caller's BF16 rows), runs beside the glue instead of after.
-// - kDecodeSpecOwnRegister (independent of the other bits, and may join kDecodeSpecSmall): the
-//   same for GEMM1 on a register mainloop (decode_gemm_kernel.cuh kOwn; split 1 and at most
-//   decode::kOwnMaxPairs pairs, else the plain kernel): each CTA maps the rows to their tokens
-//   from the ids in shared memory once and reads the caller's rows through it, so at T = 16-64
-//   the glue (~7-9 us under ncu at EP16, bench/NOTES.md D round 8) runs beside GEMM1's weight
-//   stream instead of ahead of it. W4A16, and W4A8 with the rows quantized to MXFP8 in each
-//   chunk by the glue's functions.
 // Kernels of split 8 (only when forced) never take the ids.
 constexpr int kDecodeSpecOff = 0;
 constexpr int kDecodeSpecTiles = 1;
@@ -126,7 +110,6 @@ constexpr int kDecodeSpecEarlyGemm2 = 4;
 constexpr int kDecodeSpecOwnInputs = 8;
 constexpr int kDecodeSpecEarlyGemm2OneTile = 16;
 constexpr int kDecodeSpecEarlyGemm2Split = 32;
-constexpr int kDecodeSpecOwnRegister = 128;
 constexpr int kDecodeSpecAll = 15;  // every bit but the narrower triggers and the rule
 // The rule, and the default: Tiles | EarlyGemm2 where the layer's expected GEMM2 weight stream
 // (the experts the rows hint reaches x H x I / 2 bytes) is at most kDecodeSpecSmallBytes, else

@@ -62,7 +62,6 @@
 #include "smxx/mxfp8_device.cuh"
 #include "smxx/situ_device.cuh"
 #include "smxx/gemm2_store.cuh"
-#include "smxx/quantize_row.cuh"  // kOwn, W4A8: the glue's MXFP8 of the token rows
 
 namespace mxmoe::sm90::decode {
 
@@ -70,7 +69,6 @@ constexpr int kBN = 16;                  // tokens per tile
 constexpr int kThreads = 128;            // 4 warps, 16 weight rows each
 constexpr int kDepth = 4;                // 64-K steps of weights in flight per thread
 constexpr int kMaxExperts = 1024;        // tile prefix capacity (Kimi: at most 896 per GPU)
-constexpr int kOwnMaxPairs = 2048;       // kOwn: pairs (T * k) a CTA maps; Kimi T=64: 1024
 constexpr int kWBytes = kWarpgroup * kFragBytes;        // 2048 per 64-K step
 constexpr int kSBytes = kRowPairs * kFragScaleBytes;    // 128 per 64-K step
 constexpr int kPartBytes = kThreads * 8 * 4;            // one CTA's fp32 partial tile: 4 KB
@@ -84,7 +82,7 @@ static_assert(kChunkBytes % 128 == 0, "chunk alignment");
 // split reduction's partials, the epilogue staging, the MX amax, the tile prefix, the experts'
 // {begin, rows} (16 bits each: the launcher takes max_rows <= kDecodeMaxRows), the reduction's
 // two mbarriers (red_full, red_free).
-template <int S, bool kRing = false, bool kOwn = false>
+template <int S>
 struct Smem {
   static constexpr int kChunks = 0;
   static constexpr int kRed = kChunks + 2 * kChunkBytes;      // (S - 1) partials, rank 0
@@ -94,18 +92,7 @@ struct Smem {
   static constexpr int kSpan = kPrefix + (kMaxExperts + 1) * 4;  // [kMaxExperts] begin | rows << 16
   static constexpr int kWarpSum = kSpan + kMaxExperts * 4;    // [8]
   static constexpr int kRedBar = (kWarpSum + 8 * 4 + 7) & ~7;  // red_full, red_free
-  // kRing: each thread's weight ring (kDepth steps of its 16-byte fragment, then of its scale
-  // word), [step slot][thread], after everything else so the other offsets stay put.
-  static constexpr int kRingFrag = (kRedBar + 2 * 8 + 15) & ~15;
-  static constexpr int kRingScale = kRingFrag + kDepth * kThreads * kFragBytes;
-  static constexpr int kRingEnd = kRing ? kRingScale + kDepth * kThreads * 4 : kRedBar + 2 * 8;
-  // kOwn: the row -> token map [kOwnMaxPairs] (16 bits each), after the rest; before the first
-  // chunk the chunk buffers hold build_row_tokens' scratch: the pairs' local experts, then
-  // the experts' cursors.
-  static constexpr int kRowTok = (kRingEnd + 15) & ~15;
-  static constexpr int kOwnLe = kChunks, kOwnCur = kChunks + kOwnMaxPairs * 2;
-  static_assert(kOwnMaxPairs * 2 + kMaxExperts * 4 <= 2 * kChunkBytes, "kOwn scratch");
-  static constexpr int kEnd = kOwn ? kRowTok + kOwnMaxPairs * 2 : kRingEnd;
+  static constexpr int kEnd = kRedBar + 2 * 8;
   static constexpr size_t kDynamic = kEnd + 128;              // + alignment slack
 };
 
@@ -261,20 +248,6 @@ __device__ __forceinline__ uint32_t ld_weights_u32(const void* ptr, uint64_t pol
                : "=r"(v)
                : "l"(ptr), "l"(policy));
   return v;
-}
-
-// The same bytes as ld_weights_v4 / _u32, into this thread's shared-memory ring (kRing): 16 bytes
-// through L2 only (cg), the 4-byte scale word through L1 (ca: the 4 threads of a row pair read
-// the same word), both with the evict-first policy.
-__device__ __forceinline__ void cp_weights_16(uint32_t dst, const void* src, uint64_t policy) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(dst),
-               "l"(src), "l"(policy)
-               : "memory");
-}
-__device__ __forceinline__ void cp_weights_4(uint32_t dst, const void* src, uint64_t policy) {
-  asm volatile("cp.async.ca.shared.global.L2::cache_hint [%0], [%1], 4, %2;\n" ::"r"(dst),
-               "l"(src), "l"(policy)
-               : "memory");
 }
 
 struct TileInfo {
@@ -449,33 +422,10 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
 
 // kSpec (decode_gemm.h, DecodeSpec): the tile list from spec.ids and (spec.preload) the first
 // tile's first kDepth steps of weights loaded before pdl::wait(); its token rows after it.
-// kRing (kDecodeRegRing, not with kSpec): each thread's weights go through its own ring in
-// shared memory by cp.async instead of straight into registers, the same kDepth steps ahead.
-// Why: ptxas gives every weight load of the register ring one scoreboard, which a step's first
-// use of its fragment waits for as a whole, so each step waits for the refill the previous step
-// issued just before (SASS, scripts/kernel_sass.sh --dump: every LDG sets SB5, every first use
-// waits on it), and the ring is in effect one step deep: a load latency per step. cp.async
-// groups complete in order and cp.async.wait_group counts them, so a step waits for its own
-// group only. The group sequence is uniform: a tile starts with chunk 0, the weight groups of
-// steps 0 .. kDepth - 1, chunk 1; every step commits one group (its refill kDepth steps ahead,
-// or none) and every chunk's end one (chunk c + 2, or none). Before step s the groups after W_s
-// are W_s+1 .. W_s+3 and one chunk group, so cp.async.wait_group kDepth leaves W_s and
-// everything older (its chunk's rows among them) complete. Same fragments, same MMAs in the
-// same order: bit-identical outputs.
-// kOwn (decode_gemm_own_kernel below): GEMM1 on its own inputs, beside the glue instead of after
-// it. The tile list and the row -> token map come from spec.ids (build_tile_prefix_from_ids,
-// build_row_tokens: the glue's stable grouping), the token rows straight from spec.own.x, the
-// SiTU parameters by the glue's rule (finish_tile's kOwn); nothing it reads is written by the
-// chain, so it waits for the previous kernel only before it exits (GEMM2's wait on it then
-// covers the glue's outputs). W4A8 (p.mxfp8_out): the rows are MXFP8-quantized in place in each
-// chunk buffer by the threads that copied them (quantize_chunk), with the glue's own functions
-// (smxx/quantize_row.cuh), before the chunk's CTA barrier. Same rows, tiles and sums as the
-// glue's copy would give: bit-identical.
-template <int S, bool kGemm1, bool kSpec, bool kRing, bool kOwn>
-__device__ __forceinline__ void decode_gemm_body(const KernelArgs& p, const DecodeSpec& spec) {
-  static_assert(!(kRing && kSpec), "the ring's group sequence starts with chunk 0 (no preload)");
-  static_assert(!kOwn || (kGemm1 && !kSpec), "own inputs: GEMM1, no preload before a wait");
-  using L = Smem<S, kRing, kOwn>;
+template <int S, bool kGemm1, bool kSpec>
+__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
+    decode_gemm_kernel(const KernelArgs p, const DecodeSpec spec) {
+  using L = Smem<S>;
   constexpr int D = kDepth;
   constexpr int kPieces = D * 8;  // 16-byte pieces per token row per chunk
   extern __shared__ uint8_t smem_raw[];
@@ -500,14 +450,7 @@ __device__ __forceinline__ void decode_gemm_body(const KernelArgs& p, const Deco
       ptx::mbar_init_fence();
     }
   }
-  uint16_t* sTok = reinterpret_cast<uint16_t*>(smem + L::kRowTok);  // kOwn only
-  if constexpr (kOwn) {  // no wait: nothing read below comes from the chain
-    int16_t* sLe = reinterpret_cast<int16_t*>(smem + L::kOwnLe);
-    build_tile_prefix_from_ids<kBN, kThreads, kMaxExperts, true>(
-        p, spec.ids, spec.pairs, spec.expert_start, m_tiles, sPrefix, sWarp, sSpan, sLe);
-    build_row_tokens<kThreads>(sLe, spec.pairs, spec.own.top_k, p.num_experts, sSpan,
-                               reinterpret_cast<int*>(smem + L::kOwnCur), sTok);
-  } else if constexpr (kSpec) {  // the wait comes after the first tile's weight loads, below
+  if constexpr (kSpec) {  // the wait comes after the first tile's weight loads, below
     build_tile_prefix_from_ids<kBN, kThreads, kMaxExperts>(
         p, spec.ids, spec.pairs, spec.expert_start, m_tiles, sPrefix, sWarp, sSpan);
   } else {
@@ -527,8 +470,7 @@ __device__ __forceinline__ void decode_gemm_body(const KernelArgs& p, const Deco
   };
   auto scale_ptr = [&](const TileInfo& ti) {
     return p.w_scales + ti.e * (mk / 32) +
-           (static_cast<int64_t>(ti.mt) * KT + k_begin) * kSBytes +
-           (8 * warp + g) * kFragScaleBytes;
+           (static_cast<int64_t>(ti.mt) * KT + k_begin) * kSBytes + (8 * warp + g) * kFragScaleBytes;
   };
   // Chunk c (steps c D .. c D + D - 1 of the slice) of the tile's token rows into buffer `buf`.
   auto load_chunk = [&](const TileInfo& ti, int c, int buf) {
@@ -536,69 +478,25 @@ __device__ __forceinline__ void decode_gemm_body(const KernelArgs& p, const Deco
     for (int idx = tid; idx < ti.nrows * kPieces; idx += kThreads) {
       const int r = idx / kPieces, q = idx % kPieces;
       if (q < valid) {
-        const __nv_bfloat16* src;
-        if constexpr (kOwn) {  // the caller's row of the pair's token
-          src = spec.own.x + static_cast<int64_t>(sTok[ti.p0 + r]) * spec.own.x_stride;
-        } else {
-          const int64_t row = p.act_row ? p.act_row[ti.p0 + r] : ti.p0 + r;
-          src = p.act + row * p.act_stride;
-        }
+        const int64_t row = p.act_row ? p.act_row[ti.p0 + r] : ti.p0 + r;
         ptx::cp_async_16(sbase + L::kChunks + buf * kChunkBytes + r * kPitch + 16 * q,
-                         src + (k_begin + c * D) * kStepK + 8 * q, true);
+                         p.act + row * p.act_stride + (k_begin + c * D) * kStepK + 8 * q, true);
       }
     }
   };
-  // kOwn, W4A8: chunk c's rows in buffer `buf`, as the glue's quantize_row would have written
-  // them. Thread tid copied pieces (r, q) = (idx / 32, idx % 32), idx = tid + 128 i (load_chunk),
-  // so once its own copies landed (cp.async.wait_group) it quantizes them in place: the 4 lanes
-  // of an MX block are lanes 4 b .. 4 b + 3 of one warp, and a warp's 32 lanes share the row, so
-  // the loop and its shuffles are warp-uniform. The chunk's CTA barrier then publishes them.
-  auto quantize_chunk = [&](const TileInfo& ti, int c, int buf) {
-    static_assert(kPieces == 32, "one row per warp and pass");
-    const int valid = min(D, nk - c * D) * 8;
-    for (int idx = tid; idx < ti.nrows * kPieces; idx += kThreads) {
-      const int r = idx / kPieces, q = idx % kPieces;
-      const bool active = q < valid;  // whole MX blocks: valid is a multiple of 8
-      uint4* piece =
-          reinterpret_cast<uint4*>(smem + L::kChunks + buf * kChunkBytes + r * kPitch + 16 * q);
-      float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // zeros for the shuffles of an inactive lane
-      uint16_t raw[8];
-      if (active) smxx::load8<false, true>(piece, 0, v, raw);  // quantize_row's BF16 load
-      const float amax = smxx::mx_quarter_amax(v);
-      if (active) {
-        uint32_t o[4];
-        smxx::mx_quarter_values(v, amax, o);
-        *piece = make_uint4(o[0], o[1], o[2], o[3]);
-      }
-    }
-  };
-  uint4 qa[D];  // step s's fragment lives in qa[s % D] (kRing: in ring slot s % D)
+  uint4 qa[D];  // step s's fragment lives in qa[s % D]
   uint32_t sa[D];
-  // kRing: this thread's ring slots (slot j at + j * kThreads * 16 / + j * kThreads * 4).
-  const uint32_t ring_q = sbase + L::kRingFrag + tid * kFragBytes;
-  const uint32_t ring_s = sbase + L::kRingScale + tid * 4;
-  // Step `step`'s weights into slot j: registers, or (kRing) the ring, one cp.async group.
-  auto fetch_step = [&](const uint8_t* wq, const uint8_t* ws, int step, int j, bool any) {
-    if constexpr (kRing) {
-      if (any) {
-        cp_weights_16(ring_q + j * kThreads * kFragBytes, wq + step * kWBytes, policy);
-        cp_weights_4(ring_s + j * kThreads * 4, ws + step * kSBytes, policy);
-      }
-      ptx::cp_async_commit();
-    } else {
-      if (any) {
-        qa[j] = ld_weights_v4(wq + step * kWBytes, policy);
-        sa[j] = ld_weights_u32(ws + step * kSBytes, policy);
-      }
-    }
-  };
-  // The first D steps of tile ti's weights, then its first two chunks (two cp.async groups);
-  // kRing: chunk 0, the D weight groups, chunk 1 (the group sequence above).
+  // The first D steps of tile ti's weights, then its first two chunks (two cp.async groups).
   auto start_weights = [&](const TileInfo& ti) {
     const uint8_t* wq = frag_ptr(ti);
     const uint8_t* ws = scale_ptr(ti);
 #pragma unroll
-    for (int j = 0; j < D; ++j) fetch_step(wq, ws, j, j, j < nk);
+    for (int j = 0; j < D; ++j) {
+      if (j < nk) {
+        qa[j] = ld_weights_v4(wq + j * kWBytes, policy);
+        sa[j] = ld_weights_u32(ws + j * kSBytes, policy);
+      }
+    }
   };
   auto start_chunks = [&](const TileInfo& ti) {
     if (nchunks > 0) load_chunk(ti, 0, 0);
@@ -607,16 +505,8 @@ __device__ __forceinline__ void decode_gemm_body(const KernelArgs& p, const Deco
     ptx::cp_async_commit();
   };
   auto start_tile = [&](const TileInfo& ti) {
-    if constexpr (kRing) {
-      if (nchunks > 0) load_chunk(ti, 0, 0);
-      ptx::cp_async_commit();
-      start_weights(ti);
-      if (nchunks > 1) load_chunk(ti, 1, 1);
-      ptx::cp_async_commit();
-    } else {
-      start_weights(ti);
-      start_chunks(ti);
-    }
+    start_weights(ti);
+    start_chunks(ti);
   };
 
   // ldmatrix.x4 row addresses of the wide and narrow steps (step_lm_offset).
@@ -653,14 +543,7 @@ __device__ __forceinline__ void decode_gemm_body(const KernelArgs& p, const Deco
     auto chunk = [&](int c, auto tail_tag, auto narrow_tag) {
       constexpr bool kTail = decltype(tail_tag)::value;
       constexpr bool kNarrow = decltype(narrow_tag)::value;
-      if constexpr (kRing) {
-        ptx::cp_async_wait<D>();  // step c D's weights and everything older (chunk c) landed
-      } else {
-        ptx::cp_async_wait<1>();  // this thread's pieces of chunk c have landed
-      }
-      if constexpr (kOwn) {
-        if (p.mxfp8_out) quantize_chunk(ti, c, c & 1);
-      }
+      ptx::cp_async_wait<1>();  // this thread's pieces of chunk c have landed
       cta_sync();         // everyone's
       const uint32_t bsm =
           sbase + L::kChunks + (c & 1) * kChunkBytes + (kNarrow ? lm_narrow : lm_wide);
@@ -671,19 +554,10 @@ __device__ __forceinline__ void decode_gemm_body(const KernelArgs& p, const Deco
           uint32_t b[4][4];
           step_load_b<kNarrow>(bsm + 128 * j, b);
           uint32_t a[16];
-          if constexpr (kRing) {
-            if (j > 0) ptx::cp_async_wait<D>();  // this step's weight group
-            expand_fragment(ptx::lds_v4_b32(ring_q + j * kThreads * kFragBytes),
-                            ptx::lds_u32(ring_s + j * kThreads * 4), a, p.small_scales);
-            fetch_step(wq, ws, step + D, j, !kTail || step + D < nk);  // refill the slot read
-          } else {
-            // The same refill as fetch_step's, spelled out: through the lambda ptxas spilled
-            // 8 B in this mainloop (scripts/kernel_sass.sh), so the measured kernel stays as is.
-            expand_fragment(qa[j], sa[j], a, p.small_scales);
-            if (!kTail || step + D < nk) {  // refill the registers just expanded
-              qa[j] = ld_weights_v4(wq + (step + D) * kWBytes, policy);
-              sa[j] = ld_weights_u32(ws + (step + D) * kSBytes, policy);
-            }
+          expand_fragment(qa[j], sa[j], a, p.small_scales);
+          if (!kTail || step + D < nk) {  // refill the registers just expanded
+            qa[j] = ld_weights_v4(wq + (step + D) * kWBytes, policy);
+            sa[j] = ld_weights_u32(ws + (step + D) * kSBytes, policy);
           }
           step_mma<kNarrow>(d, a, b);
         }
@@ -706,29 +580,8 @@ __device__ __forceinline__ void decode_gemm_body(const KernelArgs& p, const Deco
                      lane);
       start_tile(ti);
     }
-    finish_tile<S, kGemm1, L, kOwn>(p, cur, cols, d, smem, sbase, rank, tile + nclu >= total,
-                                    n_red, spec);
+    finish_tile<S, kGemm1, L>(p, cur, cols, d, smem, sbase, rank, tile + nclu >= total, n_red);
   }
-  // kOwn: GEMM2's wait on this kernel must also cover the glue's outputs (offsets, row weights,
-  // out_token), so this kernel completes only after the glue has.
-  if constexpr (kOwn) pdl::wait();
-}
-
-template <int S, bool kGemm1, bool kSpec, bool kRing = false>
-__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
-    decode_gemm_kernel(const KernelArgs p, const DecodeSpec spec) {
-  decode_gemm_body<S, kGemm1, kSpec, kRing, false>(p, spec);
-}
-
-// GEMM1 on its own inputs (decode_gemm.h kDecodeSpecOwnRegister), split 1, either mainloop.
-// Bounded to 5 CTAs per SM (96 registers), as the plain GEMM1 runs: left free, ptxas gave the
-// register mainloop 125 (4 CTAs per SM, a fifth fewer weight loads in flight) for a few
-// per-tile spills (scripts/kernel_sass.sh: one L1-resident reload per step in the step loop;
-// the ring variant none).
-template <bool kRing>
-__global__ void __cluster_dims__(1, 1, 1) __launch_bounds__(kThreads, 5)
-    decode_gemm_own_kernel(const KernelArgs p, const DecodeSpec spec) {
-  decode_gemm_body<1, true, false, kRing, true>(p, spec);
 }
 
 }  // namespace mxmoe::sm90::decode

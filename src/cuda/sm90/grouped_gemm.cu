@@ -10,7 +10,6 @@
 // Limitations: num_experts <= kMaxExperts (the per-CTA tile prefix lives in shared memory).
 #include "sm90/grouped_gemm.h"
 
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -101,11 +100,6 @@ WsOverlap ws_overlap() {
   return mode;
 }
 
-std::atomic<bool> g_ws_ring{[] {
-  const char* env = std::getenv("MXMOE_SM90_WS_RING");
-  return env != nullptr && std::strcmp(env, "1") == 0;
-}()};
-
 template <int C, bool kGemm1>
 cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream, const HReady& hr) {
   const int cap = WsShape<C>::kMaxTileN;
@@ -122,32 +116,23 @@ cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream, con
   const bool slot_weights = !kGemm1 && a.K / kStepK <= kWsSlotWeightsMaxSteps &&
                             static_cast<int64_t>(a.num_experts) * a.M * a.K / 32 <= UINT32_MAX &&
                             aligned16(a.w_scales);
-  // The ring (ws_set_ring): every launch on the register path with K a multiple of kWsRing
-  // steps (every tile then starts at ring slot 0).
-  const bool ring = g_ws_ring.load(std::memory_order_relaxed) && !slot_weights &&
-                    (a.K / kStepK) % kWsRing == 0;
-  const size_t fixed = ws_fixed_smem_bytes<C>(max_units) + (ring ? ws_ring_smem_bytes<C>() : 0);
-  const int64_t room = static_cast<int64_t>(optin) - static_cast<int64_t>(fixed);
+  const int64_t room =
+      static_cast<int64_t>(optin) - static_cast<int64_t>(ws_fixed_smem_bytes<C>(max_units));
   const int64_t stages = std::min<int64_t>(
       tune.max_stages, room / static_cast<int64_t>(ws_stage_smem_bytes<C>(cap, slot_weights)));
   if (max_units > (int64_t{1} << 30) || stages < tune.lag + 2) {
     return launch_tiles<128, kGemm1>(a, num_sms, stream);
   }
-  const size_t smem = fixed + stages * ws_stage_smem_bytes<C>(cap, slot_weights);
-  auto* kernel = ring ? grouped_gemm_ws_kernel<C, kGemm1, false, false, true>
-                      : grouped_gemm_ws_kernel<C, kGemm1, false, false>;
+  const size_t smem =
+      ws_fixed_smem_bytes<C>(max_units) + stages * ws_stage_smem_bytes<C>(cap, slot_weights);
+  auto* kernel = grouped_gemm_ws_kernel<C, kGemm1, false, false>;
   if constexpr (kGemm1) {
-    if (!a.mxfp8_out) {
-      kernel = ring ? grouped_gemm_ws_kernel<C, true, true, false, true>
-                    : grouped_gemm_ws_kernel<C, true, true, false>;  // BF16 h only
-    }
+    if (!a.mxfp8_out) kernel = grouped_gemm_ws_kernel<C, true, true, false>;  // BF16 h only
   }
   if constexpr (!kGemm1) {
     const bool out = a.out_token != nullptr;
     kernel = slot_weights ? (out ? grouped_gemm_ws_kernel<C, false, true, true>
                                  : grouped_gemm_ws_kernel<C, false, false, true>)
-             : ring       ? (out ? grouped_gemm_ws_kernel<C, false, true, false, true>
-                                 : grouped_gemm_ws_kernel<C, false, false, false, true>)
                           : (out ? grouped_gemm_ws_kernel<C, false, true, false> : kernel);
   }
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -200,9 +185,6 @@ bool problem_ok(const GroupedProblem& g, int num_sms) {
 }
 
 }  // namespace
-
-void ws_set_ring(bool on) { g_ws_ring.store(on, std::memory_order_relaxed); }
-bool ws_ring() { return g_ws_ring.load(std::memory_order_relaxed); }
 
 cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream,
                          CountedGemm1* counted) {

@@ -78,13 +78,11 @@ struct CountedGemm1 {
 };
 
 // What GEMM1 may read in place of the glue's outputs, all written before the launch's chain
-// began: the caller's BF16 rows (pair i of the route_ids reads row i / top_k; the glue copies
-// them bit for bit for W4A16, quantizes them to MXFP8 for W4A8) and the SiTU parameters (the
-// glue's rule: per_expert_* by GLOBAL id when given, else the scalar). Used only by the decode
-// kernels under MXMOE_DECODE_SPEC (decode_gemm.h): kDecodeSpecOwnInputs on the bulk ring (W4A16
-// only), kDecodeSpecOwnRegister on the register mainloops (both backends), with
-// GroupedProblem::route_ids; x null: never. (Also the kernel's own view of them:
-// DecodeSpec::own.)
+// began: the caller's BF16 rows (pair i of the route_ids reads row i / top_k; W4A16 only, where
+// the glue copies them bit for bit) and the SiTU parameters (the glue's rule: per_expert_* by
+// GLOBAL id when given, else the scalar). Used only by the decode kernel on the bulk ring under
+// MXMOE_DECODE_SPEC's kDecodeSpecOwnInputs (decode_gemm.h), with GroupedProblem::route_ids; x
+// null: never. (Also the kernel's own view of them: DecodeSpec::own.)
 struct Gemm1OwnInputs {
   const __nv_bfloat16* x = nullptr;  // 16-byte aligned, x_stride a multiple of 8 elements
   int64_t x_stride = 0;
@@ -155,13 +153,5 @@ struct Gemm2Params {
 cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream,
                          CountedGemm1* counted = nullptr);
 cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream);
-
-// Test / timing knob (opt-in, not yet timed on a GPU): the warp-specialized kernels' weights
-// through each consumer thread's shared-memory ring (grouped_gemm_ws_kernel.cuh, kRingW) for
-// every launch on the register path (GEMM1 either output, GEMM2 past the slot path's K) with K a
-// multiple of kWsRing steps; same outputs bit for bit. The process starts from
-// MXMOE_SM90_WS_RING=1 when set.
-void ws_set_ring(bool on);
-bool ws_ring();
 
 }  // namespace mxmoe::sm90

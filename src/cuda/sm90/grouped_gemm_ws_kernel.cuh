@@ -111,19 +111,9 @@ constexpr int kWsMinStages = kWsLag + 2;
 // consumers waiting on those loads: bench/NOTES.md P round 5). Known limit: ptxas gives every
 // weight load of the step loop the same scoreboard, so a step's first use of its fragment also
 // waits for the loads issued a step later, and the loop head drains them (~9% of the
-// consumers' samples, P round 12; the shared-memory alternatives measured there lost more).
+// consumers' samples, P round 12; the shared-memory alternatives measured there lost more, and
+// so did a per-thread cp.async ring counted by wait_group: EP16 GEMM1 +1.5-8%, P round 22).
 constexpr int kWsL2Ahead = 6;
-// kRingW (opt-in, ws_set_ring / MXMOE_SM90_WS_RING; every launch on the register path with K a
-// multiple of kWsRing steps): the weights through each consumer thread's own ring of kWsRing K
-// steps in shared memory (cp.async, kWsRing steps ahead) instead of the register double buffer.
-// The limit above in SASS (scripts/kernel_sass.sh --dump): every weight LDG of the step loop
-// sets scoreboard 5 and each step's first use of its fragment waits on it, i.e. for the loads
-// the previous step issued; cp.async groups complete in order and wait_group counts them, so a
-// step waits for its own group only. One group per step (empty when there is nothing to
-// fetch), kWsRing at a tile's start unless the previous tile fetched them: before step s the
-// groups after s's are exactly kWsRing - 1. Step kb uses slot kb % kWsRing, the next tile's
-// step j slot j (KT % kWsRing == 0). Not yet timed on a GPU (bench/NOTES.md P round 22).
-constexpr int kWsRing = 4;
 // kSlotW: the weights through the producer's slots instead (ws_producer copies them with the
 // activation rows, a consumer reads its fragment back with LDS): GEMM2 with at most
 // kWsSlotWeightsMaxSteps K steps (tile_heuristic.h).
@@ -156,12 +146,6 @@ template <int C>
 inline size_t ws_fixed_smem_bytes(int64_t max_units) {
   return 1024 + WsShape<C>::kAmaxBytes + WsShape<C>::kScanInts * 4 +
          static_cast<size_t>(max_units) * 4;
-}
-// kRingW: the consumers' rings ([consumer][slot][thread]: 16-byte fragments, then 4-byte scale
-// words), after the unit list (+ 16 for its alignment).
-template <int C>
-constexpr size_t ws_ring_smem_bytes() {
-  return static_cast<size_t>(C) * kWsRing * kWarpgroup * (kFragBytes + 4) + 16;
 }
 template <int C>
 inline size_t ws_stage_smem_bytes(int cap, bool slot_weights) {
@@ -419,15 +403,7 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
 // kernel is compiled exactly as before the table existed: the out-capable epilogue's code
 // changed the plain one's schedule, ~2% on TP8xEP4's GEMM2 (bench/NOTES.md G round 5).
 // kSlotW: the weights come through the slots (kWsSlotWeightsMaxSteps), else through registers.
-// kRingW: this thread's fragment and scale word of a step into ring slot (q_dst, s_dst), one
-// cp.async each (the fragment through L2 only, as the register path's L1::no_allocate loads).
-__device__ __forceinline__ void ws_cp_weights(uint32_t q_dst, uint32_t s_dst, const void* q,
-                                              const void* s) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(q_dst), "l"(q) : "memory");
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s_dst), "l"(s) : "memory");
-}
-
-template <int C, int N, bool kGemm1, bool kOut, bool kSlotW, bool kRingW = false>
+template <int C, int N, bool kGemm1, bool kOut, bool kSlotW>
 struct WsTileRunner {
   static constexpr int kMaxTileN = WsShape<C>::kMaxTileN;
   static constexpr bool kBf16H = kGemm1 && kOut;   // GEMM1: BF16 h only, no MXFP8 epilogue
@@ -505,79 +481,7 @@ struct WsTileRunner {
     } else if constexpr (kToOut) {
       any_out = p.expert_has_out == nullptr || p.expert_has_out[T.e] != 0;
     }
-    if constexpr (kRingW) {
-      // One 64-K step on A buffer B from ring slot kb % kWsRing (the launcher takes the ring
-      // only for KT a multiple of kWsRing, so every tile starts at slot 0): wait for the step's
-      // own group, read its fragment and scale word, expand them, refill the slot with step kb +
-      // kWsRing (this tile's, else the next tile's step kb % kWsRing, else nothing) as one group,
-      // the L2 prefetch kWsL2Ahead steps ahead as the register path, 4 wgmmas on the slot, then
-      // free the previous step's activation slot. Steps go in pairs, as the register path's
-      // (a trip of four spilled inside the step loop): slot B of the pair's two at (rq, rs).
-      // `step` tests each case; `steady`, for a pair whose fetches and prefetches all fall in
-      // this tile (kb > 0, no skew hand-off pending), addresses them as q / s (the pair's step
-      // 0) plus immediates.
-      const uint8_t* q = c.wq;
-      const uint8_t* s = c.ws;
-      uint32_t rq = c.ring_q, rs = c.ring_s;  // slot 0 or 2: the pair's first
-      constexpr uint32_t kRingQ = kWarpgroup * kFragBytes, kRingS = kWarpgroup * 4;  // a slot
-      auto ring_read = [&](auto buf, uint4* fq, uint32_t* fs) {
-        constexpr int B = decltype(buf)::value;
-        ptx::cp_async_wait<kWsRing - 1>();  // this step's group has landed
-        *fq = ptx::lds_v4_b32(rq + B * kRingQ);
-        *fs = ptx::lds_u32(rs + B * kRingS);
-      };
-      auto step = [&](int kb, auto buf) {
-        constexpr int B = decltype(buf)::value;
-        uint4 fq;
-        uint32_t fs;
-        ring_read(buf, &fq, &fs);
-        ptx::mbar_wait(c.full + 8 * c.slot, c.phase);
-        if (c.expand) expand_fragment(fq, fs, a[B], p.small_scales);
-        if (kb + kWsRing < KT) {
-          ws_cp_weights(rq + B * kRingQ, rs + B * kRingS, q + (B + kWsRing) * c.kQStep,
-                        s + (B + kWsRing) * c.kSStep);
-        } else if (c.nact) {
-          const int n = kb + kWsRing - KT;
-          ws_cp_weights(rq + B * kRingQ, rs + B * kRingS, c.nq + n * c.kQStep,
-                        c.ns + n * c.kSStep);
-        }
-        ptx::cp_async_commit();
-        prefetch_ahead(c, q, s, B + kWsL2Ahead, kb);
-        mma_and_release<B>(c, d, a, kb, prev_slot);
-      };
-      auto steady = [&](auto buf) {
-        constexpr int B = decltype(buf)::value;
-        uint4 fq;
-        uint32_t fs;
-        ring_read(buf, &fq, &fs);
-        ptx::mbar_wait(c.full + 8 * c.slot, c.phase);
-        expand_fragment(fq, fs, a[B], p.small_scales);
-        ws_cp_weights(rq + B * kRingQ, rs + B * kRingS, q + (B + kWsRing) * c.kQStep,
-                      s + (B + kWsRing) * c.kSStep);
-        ptx::cp_async_commit();
-        steady_release<B>(c, d, a, q + (B + kWsL2Ahead) * c.kQStep,
-                          s + (B + kWsL2Ahead) * c.kSStep, prev_slot);
-      };
-      using B0 = std::integral_constant<int, 0>;
-      using B1 = std::integral_constant<int, 1>;
-      static_assert(kWsRing == 4, "two pairs of steps per pass over the ring");
-      const bool fast = c.steady && c.skew_at < 0;
-      // The previous tile ended with wgmma.wait_group 0, so both A buffers are free at step 0.
-      for (int kb = 0; kb < KT; kb += 2) {
-        if (fast && kb > 0 && kb + 1 + kWsL2Ahead < KT) {
-          steady(B0());
-          steady(B1());
-        } else {
-          step(kb, B0());
-          step(kb + 1, B1());
-        }
-        q += 2 * c.kQStep;
-        s += 2 * c.kSStep;
-        const bool second = rq != c.ring_q;  // the next pair takes the other two slots
-        rq = second ? c.ring_q : c.ring_q + 2 * kRingQ;
-        rs = second ? c.ring_s : c.ring_s + 2 * kRingS;
-      }
-    } else if constexpr (kSlotW) {
+    if constexpr (kSlotW) {
       // One 64-K step on A buffer B: the slot's activations and this consumer's weights arrive
       // together (one full barrier); read the fragment and scale word, expand them to BF16, 4
       // wgmmas on the slot, then free the previous step's slot. (Reading the next slot's
@@ -842,7 +746,6 @@ struct WsConsumerCtx {
   bool expand = true, store = true;
   bool steady = true;  // steady steps allowed (not with the no-conversion diagnostic)
   uint32_t wfrag = 0, wscale = 0;  // kSlotW: this thread's fragment and scale word in stage 0
-  uint32_t ring_q = 0, ring_s = 0;  // kRingW: this thread's fragment / scale word in ring slot 0
   int skew_at = -1;  // consumer c < C - 1: the first tile's step after which c + 1 starts
   int* h_ready = nullptr;  // GEMM1: per-expert counters of finished 64-row tiles (ws_wait_rows)
   int count_tune = 0;  // kWsTuneNoCountFence / kWsTuneNoCountBarrier (diagnostics)
@@ -871,12 +774,12 @@ struct WsConsumerCtx {
   }
 };
 
-template <int C, bool kGemm1, bool kOut, bool kSlotW, bool kRingW = false>
+template <int C, bool kGemm1, bool kOut, bool kSlotW>
 __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int stages,
                                             const int* sUnits, int total, int m_groups, int KT,
                                             uint32_t slots, uint32_t wslots, uint32_t full,
                                             uint32_t empty, uint32_t sAmaxAll, int tune,
-                                            int* h_ready, uint32_t ring = 0) {
+                                            int* h_ready) {
   WsConsumerCtx<C> c(p);
   if constexpr (kGemm1) c.h_ready = h_ready;
   c.expand = (tune & kWsTuneNoExpand) == 0;
@@ -903,11 +806,6 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
     c.wfrag = wslots + c.cw * S::kWFragBytes + tid * kFragBytes;
     c.wscale = wslots + C * S::kWFragBytes + c.cw * S::kWScaleBytes +
                (8 * c.warp + g) * kFragScaleBytes;
-  }
-  if constexpr (kRingW) {
-    c.ring_q = ring + (c.cw * kWsRing * kWarpgroup + tid) * kFragBytes;
-    c.ring_s = ring + C * kWsRing * kWarpgroup * kFragBytes +
-               (c.cw * kWsRing * kWarpgroup + tid) * 4;
   }
 
   // This consumer's weight fragments of tile T (false: its 64-row tile is past the matrix).
@@ -967,20 +865,6 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
         c.par = (c.par + KT) & 1;
         continue;
       }
-      if constexpr (kRingW) {
-        if (!prefetched) {  // steps 0 .. kWsRing - 1 into slots 0 .. kWsRing - 1, a group each
-#pragma unroll
-          for (int j = 0; j < kWsRing; ++j) {
-            ws_cp_weights(c.ring_q + j * (kWarpgroup * kFragBytes), c.ring_s + j * (kWarpgroup * 4),
-                          c.wq + j * c.kQStep, c.ws + j * c.kSStep);
-            ptx::cp_async_commit();
-          }
-        }
-        WsTileRunner<C, N, kGemm1, kOut, false, true>::run(c, T);
-        if constexpr (kGemm1) c.count_rows(T.e);
-        prefetched = c.nact;
-        continue;
-      }
       if (!prefetched) {  // buffers by constant index: a run-time one spills to local memory
         const uint8_t* q1 = c.wq + (KT > 1 ? c.kQStep : 0);
         const uint8_t* s1 = c.ws + (KT > 1 ? c.kSStep : 0);
@@ -1014,12 +898,11 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   tiles_of_width(std::integral_constant<int, 32>());
 }
 
-template <int C, bool kGemm1, bool kOut, bool kSlotW, bool kRingW = false>
+template <int C, bool kGemm1, bool kOut, bool kSlotW>
 __global__ void __launch_bounds__(WsShape<C>::kThreads, 1)
     grouped_gemm_ws_kernel(const KernelArgs p, int cap, int stages, int max_units, int tune,
                            int* h_ready, int h_tiles) {
   static_assert(!(kGemm1 && kSlotW), "the slot weights serve GEMM2 only (launch_ws)");
-  static_assert(!(kSlotW && kRingW), "one weight path");
   using S = WsShape<C>;
   constexpr int kWStage = kSlotW ? S::kWStageBytes : 0;
   extern __shared__ uint8_t smem_raw[];
@@ -1066,16 +949,9 @@ __global__ void __launch_bounds__(WsShape<C>::kThreads, 1)
     }
   } else {
     ptx::setmaxnreg_inc<S::kConsumerRegs>();
-    if constexpr (kRingW) {
-      const uint32_t ring = (ptx::smem_addr(sUnits + max_units) + 15u) & ~15u;
-      ws_consumer<C, kGemm1, kOut, false, true>(p, cap, stages, sUnits, total, m_groups, KT,
-                                                slots, wslots, full, empty,
-                                                ptx::smem_addr(sAmax), tune, h_ready, ring);
-    } else {
-      ws_consumer<C, kGemm1, kOut, kSlotW>(p, cap, stages, sUnits, total, m_groups, KT, slots,
-                                           wslots, full, empty, ptx::smem_addr(sAmax), tune,
-                                           h_ready);
-    }
+    ws_consumer<C, kGemm1, kOut, kSlotW>(p, cap, stages, sUnits, total, m_groups, KT, slots,
+                                         wslots, full, empty, ptx::smem_addr(sAmax), tune,
+                                         h_ready);
   }
 }
 

@@ -68,20 +68,17 @@ __device__ __forceinline__ void build_tile_prefix(const Params& p, int m_tiles, 
 // Needs pairs <= p.max_rows (so expert_rows' clamp is the identity, as it is on those offsets)
 // and E <= kMaxE; sPrefix holds the rows' begins between the two scans (smxx::cta_exclusive_scan,
 // the grouping's own), sSpan the counts. Called by all NT threads; ends with __syncthreads.
-// kStash: also each pair's local expert (-1: none) into sLe [pairs], for build_row_tokens.
-template <int BN, int NT, int kMaxE, bool kStash = false, class Params>
+template <int BN, int NT, int kMaxE, class Params>
 __device__ __forceinline__ void build_tile_prefix_from_ids(const Params& p, const int32_t* ids,
                                                            int pairs, int expert_start,
                                                            int m_tiles, int* sPrefix, int* sWarp,
-                                                           uint32_t* sSpan,
-                                                           int16_t* sLe = nullptr) {
+                                                           uint32_t* sSpan) {
   constexpr int kMaxSeg = (kMaxE + NT - 1) / NT;
   const int tid = threadIdx.x, E = p.num_experts;
   for (int e = tid; e < E; e += NT) sSpan[e] = 0;
   __syncthreads();
   for (int i = tid; i < pairs; i += NT) {
     const int le = smxx::local_expert(__ldcg(ids + i), expert_start, E);
-    if constexpr (kStash) sLe[i] = static_cast<int16_t>(le);
     if (le >= 0) atomicAdd(&sSpan[le], 1u);  // integer counts: the order does not matter
   }
   __syncthreads();
@@ -97,30 +94,6 @@ __device__ __forceinline__ void build_tile_prefix_from_ids(const Params& p, cons
       E, sWarp,
       [&](int e) { return (static_cast<int32_t>(sSpan[e] >> 16) + BN - 1) / BN * m_tiles; },
       [&](int e, int32_t v) { sPrefix[e] = v; });
-  __syncthreads();
-}
-
-// The grouping's row -> token map, from what build_tile_prefix_from_ids<.., kStash = true> left:
-// sLe [pairs] (each pair's local expert) and sSpan [E] (each expert's begin | rows << 16). In the
-// glue's stable grouping local row begin(e) + j is the j-th pair of expert e in pair order, and
-// its token is pair / top_k; sTok [row] gets that token (pairs <= 65536). Warp 0 walks the pairs
-// in order, 32 at a time, with the glue's own step (smxx::stable_row_step), one cursor per
-// expert in sCur [E] (scratch). Called by all NT threads; ends with __syncthreads.
-template <int NT>
-__device__ __forceinline__ void build_row_tokens(const int16_t* sLe, int pairs, int top_k, int E,
-                                                 const uint32_t* sSpan, int* sCur,
-                                                 uint16_t* sTok) {
-  const int tid = threadIdx.x;
-  for (int e = tid; e < E; e += NT) sCur[e] = static_cast<int>(sSpan[e] & 0xFFFFu);
-  __syncthreads();
-  if (tid < 32) {
-    for (int w0 = 0; w0 < pairs; w0 += 32) {
-      const int i = w0 + tid;
-      const int le = i < pairs ? sLe[i] : -1;
-      const int row = smxx::stable_row_step(le, __match_any_sync(~0u, le), tid, sCur);
-      if (row >= 0) sTok[row] = static_cast<uint16_t>(i / top_k);
-    }
-  }
   __syncthreads();
 }
 

@@ -57,38 +57,6 @@ __device__ __forceinline__ void load8(const void* x, size_t i, float v[8], uint1
   }
 }
 
-// MXFP8 of a quarter block: a thread's 8 consecutive values, the block's 4 quarters in 4
-// consecutive lanes (lane % 4 = quarter). mx_quarter_amax: the block's amax, by every lane of the
-// warp (the shuffles are warp-wide; a lane with nothing to quantize passes zeros). NaN must
-// poison the block (fmaxf would drop it): it counts as Inf, scale byte 255.
-__device__ __forceinline__ float mx_quarter_amax(const float v[8]) {
-  float amax = 0.0f;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const float a = fabsf(v[j]);
-    amax = fmaxf(amax, a != a ? INFINITY : a);
-  }
-  amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, 1));
-  amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, 2));
-  return amax;
-}
-// The quarter's stored values for the block's amax: BF16(e4m3 * 2^E) pairs, or the canonical
-// NaN for a NaN / Inf block.
-__device__ __forceinline__ void mx_quarter_values(const float v[8], float amax, uint32_t o[4]) {
-  const int E = mxfp8_exponent(amax);
-  if (E > kScaleExpMax) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) o[j] = kBf16CanonicalNan | (uint32_t{kBf16CanonicalNan} << 16);
-  } else {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 d = mxfp8_fake_quantize2(v[2 * j], v[2 * j + 1], E);
-      o[j] = static_cast<uint32_t>(float_to_bf16(d.x)) |
-             (static_cast<uint32_t>(float_to_bf16(d.y)) << 16);
-    }
-  }
-}
-
 // Quantizes row elements [0, H) of x (row start at element offset `in_base`) into out[0, H).
 // Called by `nthreads` threads (a multiple of 32, every one of them: the shuffles are warp-wide)
 // with thread index `tid`. H % 32 == 0.
@@ -112,9 +80,28 @@ __device__ __forceinline__ void quantize_row(const void* x, size_t in_base, int 
         o[j] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
       }
     } else {
-      const float amax = mx_quarter_amax(v);
+      // NaN must poison the block (fmaxf would drop it): it counts as Inf, scale byte 255.
+      float amax = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float a = fabsf(v[j]);
+        amax = fmaxf(amax, a != a ? INFINITY : a);
+      }
+      amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, 1));
+      amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, 2));
       if (!active) continue;
-      mx_quarter_values(v, amax, o);
+      const int E = mxfp8_exponent(amax);
+      if (E > kScaleExpMax) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) o[j] = kBf16CanonicalNan | (uint32_t{kBf16CanonicalNan} << 16);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 d = mxfp8_fake_quantize2(v[2 * j], v[2 * j + 1], E);
+          o[j] = static_cast<uint32_t>(float_to_bf16(d.x)) |
+                 (static_cast<uint32_t>(float_to_bf16(d.y)) << 16);
+        }
+      }
     }
     *reinterpret_cast<uint4*>(out + static_cast<size_t>(q) * 8) = make_uint4(o[0], o[1], o[2], o[3]);
   }
