@@ -155,6 +155,32 @@ TEST_P(Sm90DecodeSplitK, Gemm2) {
   Gemm2Case c = decode_case<Gemm2Case>(kAwkwardRows);
   run_gemm2_case(c);
 }
+TEST_P(Sm90DecodeSplitK, SmallScales) {
+  // Every scale byte <= 128 (2^1): small_scales holds, and with decode_set_small the launches
+  // take the kernels compiled without the big-scale test (kSmall); scale bytes 96..128 reach
+  // both ends of the fast path's multiplier and every scale byte of a fragment differs, so a
+  // multiplier taken from the wrong byte or half shows. Both settings, against the CPU.
+  MXMOE_REQUIRE_SM90();
+  const bool saved = decode_small();
+  for (bool small : {false, true}) {
+    decode_set_small(small);
+    for (bool mx : {false, true}) {
+      Gemm1Case c1 = decode_case<Gemm1Case>(kAwkwardRows);
+      c1.K = 512;
+      c1.mxfp8_out = mx;
+      c1.s_lo = 96;
+      c1.s_hi = 128;
+      c1.seed = 41 + mx;
+      run_gemm1_case(c1);
+    }
+    Gemm2Case c2 = decode_case<Gemm2Case>(kAwkwardRows);
+    c2.s_lo = 96;
+    c2.s_hi = 128;
+    c2.seed = 43;
+    run_gemm2_case(c2);
+  }
+  decode_set_small(saved);
+}
 TEST_P(Sm90DecodeSplitK, OddStepsWideScales) {
   // K = 192 is 3 steps (uneven slices); scale bytes up to 150 take expand_fragment's second
   // multiply.
@@ -359,8 +385,12 @@ void bench(const char* layout, int E, int I, int topk, int T) {
   DevBuf<uint8_t> flush(flush_bytes);
   const int sms = num_sms();
 
-  const Gemm1Params p1 = prob.gemm1(16);
-  const Gemm2Params p2 = prob.gemm2(16);
+  // Scale bytes 118..126 (bench_kimi_host): small_scales holds, as run_moe passes it for such
+  // weights, so the bench times the kernels a real layer runs (with MXMOE_DECODE_SMALL=1 the
+  // kSmall ones).
+  Gemm1Params p1 = prob.gemm1(16);
+  Gemm2Params p2 = prob.gemm2(16);
+  p1.small_scales = p2.small_scales = true;
   const double b1 = static_cast<double>(hit) * (w13q + w13s);
   const double b2 = static_cast<double>(hit) * (w2q + w2s);
   const double floor_us = (b1 + b2) / kCopyGBs * 1e-3;

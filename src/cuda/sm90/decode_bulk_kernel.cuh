@@ -123,7 +123,8 @@ __device__ __forceinline__ int own_row_token(const DecodeSpec& spec, int num_exp
 // kSpec (decode_gemm.h, DecodeSpec): the tile list from spec.ids and (spec.preload) the first
 // tile's first kStages stages of weights requested before pdl::wait(); for GEMM1 on its own
 // inputs, no wait before the mainloop at all (own_row_token, finish_tile's kOwn).
-template <int S, bool kGemm1, bool kSpec>
+// kSmall: launched only with p.small_scales (expand_fragment's kSmallOnly).
+template <int S, bool kGemm1, bool kSpec, bool kSmall = false>
 __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     decode_bulk_kernel(const KernelArgs p, const DecodeSpec spec) {
   timeline_stamp(kGemm1, kTlStart);  // (empty outside MXMOE_DECODE_TIMELINE builds)
@@ -322,7 +323,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
         for (int j = 0; j < KS; ++j) {
           if (j < n) {
             uint32_t a[16];
-            expand_fragment(q[j], sc[j], a, p.small_scales);
+            expand_fragment<kSmall>(q[j], sc[j], a, p.small_scales);
             step_mma<kNarrow>(d, a, b[j]);
           }
         }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "sm90/decode_gemm.h"
@@ -31,6 +32,10 @@ int mainloop_from_env() {
   return valid_mainloop(env != nullptr ? std::atoi(env) : 0);
 }
 std::atomic<int> g_mainloop{mainloop_from_env()};
+std::atomic<bool> g_small{[] {
+  const char* env = std::getenv("MXMOE_DECODE_SMALL");
+  return env != nullptr && std::strcmp(env, "1") == 0;
+}()};
 
 // The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC, a bit set
 // (0..127; the preload and own inputs build on kDecodeSpecTiles; kDecodeSpecSmall stands alone).
@@ -66,13 +71,14 @@ void trace_launch(bool gemm1, bool bulk, bool spec, int trigger, int S, int tile
 // kBulk: the bulk-copy ring (decode_bulk_kernel.cuh), else the register-streamed mainloop.
 // kSpec: the instantiation that reads the ids before the wait; split 8 (only when forced) has
 // none and takes the plain kernel.
-template <int S, bool kGemm1, bool kBulk, bool kSpec>
+// kSmall: the instantiation for launches with small_scales (no big-scale test per fragment).
+template <int S, bool kGemm1, bool kBulk, bool kSpec, bool kSmall>
 auto* kernel_of() {
   constexpr bool spec = kSpec && S <= 4;
   if constexpr (kBulk) {
-    return decode::decode_bulk_kernel<S, kGemm1, spec>;
+    return decode::decode_bulk_kernel<S, kGemm1, spec, kSmall>;
   } else {
-    return decode::decode_gemm_kernel<S, kGemm1, spec>;
+    return decode::decode_gemm_kernel<S, kGemm1, spec, kSmall>;
   }
 }
 template <int S, bool kBulk>
@@ -92,14 +98,14 @@ struct Occupancy {
 
 // How many clusters of S CTAs the device runs at once (a cluster's CTAs share a GPC, so fewer
 // than per_sm x SMs / S); 0 when the query is not available.
-template <bool kGemm1, bool kBulk, bool kSpec, int S>
+template <bool kGemm1, bool kBulk, bool kSpec, bool kSmall, int S>
 int max_active_clusters() {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(S * 64);
   cfg.blockDim = dim3(threads_of<kBulk>());
   cfg.dynamicSmemBytes = smem_of<S, kBulk>();
   int n = 0;
-  if (cudaOccupancyMaxActiveClusters(&n, kernel_of<S, kGemm1, kBulk, kSpec>(), &cfg) !=
+  if (cudaOccupancyMaxActiveClusters(&n, kernel_of<S, kGemm1, kBulk, kSpec, kSmall>(), &cfg) !=
       cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
@@ -107,9 +113,9 @@ int max_active_clusters() {
   return n;
 }
 
-template <bool kGemm1, bool kBulk, bool kSpec, int S>
+template <bool kGemm1, bool kBulk, bool kSpec, bool kSmall, int S>
 cudaError_t setup_one(int* per_sm) {
-  auto* k = kernel_of<S, kGemm1, kBulk, kSpec>();
+  auto* k = kernel_of<S, kGemm1, kBulk, kSpec, kSmall>();
   const int smem = static_cast<int>(smem_of<S, kBulk>());
   constexpr int kThreadsPerCta = threads_of<kBulk>();
   cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -142,26 +148,26 @@ cudaError_t setup_one(int* per_sm) {
   return *per_sm >= 1 ? cudaSuccess : cudaErrorInvalidConfiguration;
 }
 
-template <bool kGemm1, bool kBulk, bool kSpec>
+template <bool kGemm1, bool kBulk, bool kSpec, bool kSmall>
 const Occupancy& occupancy() {
   static Occupancy occ;
   static std::once_flag once;
   std::call_once(once, [] {
-    cudaError_t e = setup_one<kGemm1, kBulk, kSpec, 1>(&occ.per_sm[0]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, kSpec, 2>(&occ.per_sm[1]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, kSpec, 4>(&occ.per_sm[2]);
-    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, kSpec, 8>(&occ.per_sm[3]);
+    cudaError_t e = setup_one<kGemm1, kBulk, kSpec, kSmall, 1>(&occ.per_sm[0]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, kSpec, kSmall, 2>(&occ.per_sm[1]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, kSpec, kSmall, 4>(&occ.per_sm[2]);
+    if (e == cudaSuccess) e = setup_one<kGemm1, kBulk, kSpec, kSmall, 8>(&occ.per_sm[3]);
     if (e == cudaSuccess) {
-      occ.clusters[1] = max_active_clusters<kGemm1, kBulk, kSpec, 2>();
-      occ.clusters[2] = max_active_clusters<kGemm1, kBulk, kSpec, 4>();
-      occ.clusters[3] = max_active_clusters<kGemm1, kBulk, kSpec, 8>();
+      occ.clusters[1] = max_active_clusters<kGemm1, kBulk, kSpec, kSmall, 2>();
+      occ.clusters[2] = max_active_clusters<kGemm1, kBulk, kSpec, kSmall, 4>();
+      occ.clusters[3] = max_active_clusters<kGemm1, kBulk, kSpec, kSmall, 8>();
     }
     occ.err = e;
   });
   return occ;
 }
 
-template <int S, bool kGemm1, bool kBulk, bool kSpec>
+template <int S, bool kGemm1, bool kBulk, bool kSpec, bool kSmall>
 cudaError_t launch_split(const KernelArgs& a, const DecodeSpec& spec, int64_t tile_bound,
                          int slots, int max_clusters, cudaStream_t stream) {
   // Persistent clusters: as many as run at once (one wave), but no more than the expected tiles
@@ -173,14 +179,14 @@ cudaError_t launch_split(const KernelArgs& a, const DecodeSpec& spec, int64_t ti
                  a.num_experts, a.M, a.K, clusters);
   }
   const dim3 grid(static_cast<unsigned>(clusters * S));
-  return pdl::launch_pdl(kernel_of<S, kGemm1, kBulk, kSpec>(), grid, dim3(threads_of<kBulk>()),
-                         smem_of<S, kBulk>(), stream, a, spec);
+  return pdl::launch_pdl(kernel_of<S, kGemm1, kBulk, kSpec, kSmall>(), grid,
+                         dim3(threads_of<kBulk>()), smem_of<S, kBulk>(), stream, a, spec);
 }
 
-template <bool kGemm1, bool kBulk, bool kSpec>
+template <bool kGemm1, bool kBulk, bool kSpec, bool kSmall>
 cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split_k, int rows,
                           int num_sms, cudaStream_t stream) {
-  const Occupancy& occ = occupancy<kGemm1, kBulk, kSpec>();
+  const Occupancy& occ = occupancy<kGemm1, kBulk, kSpec, kSmall>();
   if (occ.err != cudaSuccess) return occ.err;
   int slots[4];
   for (int i = 0; i < 4; ++i) slots[i] = num_sms * occ.per_sm[i];
@@ -195,16 +201,17 @@ cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split
                              (std::min(a.num_experts, hint) + hint / decode::kBN);
   switch (S) {
     case 1:
-      return launch_split<1, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[0], 0, stream);
+      return launch_split<1, kGemm1, kBulk, kSpec, kSmall>(a, spec, tile_bound, slots[0], 0,
+                                                           stream);
     case 2:
-      return launch_split<2, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[1],
-                                                   occ.clusters[1], stream);
+      return launch_split<2, kGemm1, kBulk, kSpec, kSmall>(a, spec, tile_bound, slots[1],
+                                                           occ.clusters[1], stream);
     case 4:
-      return launch_split<4, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[2],
-                                                   occ.clusters[2], stream);
+      return launch_split<4, kGemm1, kBulk, kSpec, kSmall>(a, spec, tile_bound, slots[2],
+                                                           occ.clusters[2], stream);
     default:
-      return launch_split<8, kGemm1, kBulk, kSpec>(a, spec, tile_bound, slots[3],
-                                                   occ.clusters[3], stream);
+      return launch_split<8, kGemm1, kBulk, kSpec, kSmall>(a, spec, tile_bound, slots[3],
+                                                           occ.clusters[3], stream);
   }
 }
 
@@ -253,9 +260,15 @@ template <bool kGemm1, bool kBulk>
 cudaError_t launch_decode_for(const GroupedProblem& g, const KernelArgs& a, int rows,
                               int num_sms, cudaStream_t stream, const Gemm1OwnInputs* own) {
   const DecodeSpec spec = spec_of<kGemm1>(g, kBulk, a, own);
+  const int S = g.split_k;
+  if (a.small_scales && g_small.load(std::memory_order_relaxed)) {
+    return spec.ids != nullptr
+               ? launch_decode<kGemm1, kBulk, true, true>(a, spec, S, rows, num_sms, stream)
+               : launch_decode<kGemm1, kBulk, false, true>(a, spec, S, rows, num_sms, stream);
+  }
   return spec.ids != nullptr
-             ? launch_decode<kGemm1, kBulk, true>(a, spec, g.split_k, rows, num_sms, stream)
-             : launch_decode<kGemm1, kBulk, false>(a, spec, g.split_k, rows, num_sms, stream);
+             ? launch_decode<kGemm1, kBulk, true, false>(a, spec, S, rows, num_sms, stream)
+             : launch_decode<kGemm1, kBulk, false, false>(a, spec, S, rows, num_sms, stream);
 }
 
 }  // namespace
@@ -278,6 +291,9 @@ cudaError_t decode_timeline_read(std::vector<uint64_t>* out) {
 }
 cudaError_t decode_timeline_reset(cudaStream_t) { return cudaErrorNotSupported; }
 #endif
+
+void decode_set_small(bool on) { g_small.store(on, std::memory_order_relaxed); }
+bool decode_small() { return g_small.load(std::memory_order_relaxed); }
 
 void decode_set_mainloop(int m) {
   g_mainloop.store(valid_mainloop(m), std::memory_order_relaxed);

@@ -46,6 +46,12 @@ constexpr int kDecodeBulkMaxSteps = 8;
 // Test / timing knob: force a mainloop for later launches (0 = the rule above); the process
 // starts from MXMOE_DECODE_MAINLOOP (1 or 2) when set, for end-to-end A/B timings.
 void decode_set_mainloop(int m);
+// Opt-in, not yet timed on a GPU (bench/NOTES.md D round 25): launches with small_scales take
+// kernels compiled without the per-fragment big-scale test (decode_gemm_kernel.cuh kSmall:
+// one basic block per step, two multiplier registers instead of four). The process starts from
+// MXMOE_DECODE_SMALL=1 when set; decode_set_small for tests. Same values bit for bit.
+void decode_set_small(bool on);
+bool decode_small();
 
 // The grouping known before the wait. At T = 1 the chain's kernels run one after another, each
 // far below the DRAM rate (bench/NOTES.md, twenty-first session: prologue 7.7, GEMM1 13, GEMM2

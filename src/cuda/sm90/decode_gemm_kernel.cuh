@@ -422,8 +422,11 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
 
 // kSpec (decode_gemm.h, DecodeSpec): the tile list from spec.ids and (spec.preload) the first
 // tile's first kDepth steps of weights loaded before pdl::wait(); its token rows after it.
-template <int S, bool kGemm1, bool kSpec>
-__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
+// kSmall: launched only with p.small_scales (expand_fragment's kSmallOnly). Bounded to 5 CTAs
+// per SM at split 1, as the other split-1 kernels compile: left free, ptxas gave it 127
+// registers (4 CTAs per SM, a fifth fewer weight loads in flight).
+template <int S, bool kGemm1, bool kSpec, bool kSmall = false>
+__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && S == 1 ? 5 : 0)
     decode_gemm_kernel(const KernelArgs p, const DecodeSpec spec) {
   using L = Smem<S>;
   constexpr int D = kDepth;
@@ -470,7 +473,8 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
   };
   auto scale_ptr = [&](const TileInfo& ti) {
     return p.w_scales + ti.e * (mk / 32) +
-           (static_cast<int64_t>(ti.mt) * KT + k_begin) * kSBytes + (8 * warp + g) * kFragScaleBytes;
+           (static_cast<int64_t>(ti.mt) * KT + k_begin) * kSBytes +
+           (8 * warp + g) * kFragScaleBytes;
   };
   // Chunk c (steps c D .. c D + D - 1 of the slice) of the tile's token rows into buffer `buf`.
   auto load_chunk = [&](const TileInfo& ti, int c, int buf) {
@@ -554,7 +558,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads)
           uint32_t b[4][4];
           step_load_b<kNarrow>(bsm + 128 * j, b);
           uint32_t a[16];
-          expand_fragment(qa[j], sa[j], a, p.small_scales);
+          expand_fragment<kSmall>(qa[j], sa[j], a, p.small_scales);
           if (!kTail || step + D < nk) {  // refill the registers just expanded
             qa[j] = ld_weights_v4(wq + (step + D) * kWBytes, policy);
             sa[j] = ld_weights_u32(ws + (step + D) * kSBytes, policy);

@@ -102,6 +102,23 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
   return d;
 }
+// bf16x2_mul by the low (kHigh false) or high BF16 of b in both halves: ptxas folds the
+// broadcast into the multiply's operand (HMUL2 ... R.H0_H0 / .H1_H1), so one register carries
+// two multipliers.
+template <bool kHigh>
+__device__ __forceinline__ uint32_t bf16x2_mul_half(uint32_t a, uint32_t b) {
+  uint32_t d;
+  if constexpr (kHigh) {
+    asm("{\n.reg .b16 l, h;\n.reg .b32 m;\nmov.b32 {l, h}, %2;\nmov.b32 m, {h, h};\n"
+        "fma.rn.bf16x2 %0, %1, m, %3;\n}\n"
+        : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+  } else {
+    asm("{\n.reg .b16 l, h;\n.reg .b32 m;\nmov.b32 {l, h}, %2;\nmov.b32 m, {l, l};\n"
+        "fma.rn.bf16x2 %0, %1, m, %3;\n}\n"
+        : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+  }
+  return d;
+}
 // Any scale byte of s above 128 (2^1)? A byte is > 128 when its bit 7 is set and its low 7 bits
 // are not all zero; adding 0x7F to each low part sets bit 7 exactly when it is nonzero (no carry
 // crosses a byte).
@@ -138,8 +155,36 @@ __device__ __forceinline__ void expand_fragment_any_scale(const uint4& q, uint32
 // multiplier 2^(s-1) is one IMAD from the scale byte, (s + 126) * 0x00800080. Bit for bit the
 // same values as expand_fragment_any_scale. small_scales (a kernel argument: no scale of the
 // weights above 2^1) drops the per-fragment test and its branch.
+// kSmallOnly (a kernel compiled for launches with small_scales only, decode_gemm.h): no test
+// at all, so the expansion and the MMAs around it are one basic block, and the four multipliers
+// in two registers (bytes 0, 2 and 1, 3 in the low and high halves), each multiply taking its
+// half broadcast (HMUL2 ... .H0_H0 / .H1_H1): 2 integer ops for the multipliers instead of 4.
+template <bool kSmallOnly = false>
 __device__ __forceinline__ void expand_fragment(const uint4& q, uint32_t s, uint32_t (&a)[16],
                                                 int small_scales) {
+  const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+  if constexpr (kSmallOnly) {
+    const uint32_t m02 = (s & 0x00FF00FFu) * 0x80u + 0x3F003F00u;
+    const uint32_t m13 = __byte_perm(s, 0u, 0x4341u) * 0x80u + 0x3F003F00u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t v[4];
+      place_word(words[j], v);
+      // k16 steps 0, 1 take the 32-block of scale bytes 0, 1; steps 2, 3 that of bytes 2, 3.
+      if (j < 2) {
+        a[4 * j + 0] = bf16x2_mul_half<false>(v[0], m02);
+        a[4 * j + 1] = bf16x2_mul_half<false>(v[1], m13);
+        a[4 * j + 2] = bf16x2_mul_half<false>(v[2], m02);
+        a[4 * j + 3] = bf16x2_mul_half<false>(v[3], m13);
+      } else {
+        a[4 * j + 0] = bf16x2_mul_half<true>(v[0], m02);
+        a[4 * j + 1] = bf16x2_mul_half<true>(v[1], m13);
+        a[4 * j + 2] = bf16x2_mul_half<true>(v[2], m02);
+        a[4 * j + 3] = bf16x2_mul_half<true>(v[3], m13);
+      }
+    }
+    return;
+  }
   if (!small_scales && has_big_scale(s)) {
     expand_fragment_any_scale(q, s, a);
     return;
@@ -147,7 +192,6 @@ __device__ __forceinline__ void expand_fragment(const uint4& q, uint32_t s, uint
   uint32_t m[4];
 #pragma unroll
   for (int b = 0; b < 4; ++b) m[b] = __byte_perm(s, 0u, 0x4440u + b) * 0x00800080u + 0x3F003F00u;
-  const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     uint32_t v[4];
