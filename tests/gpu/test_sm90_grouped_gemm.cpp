@@ -289,6 +289,33 @@ TEST(Sm90WarpSpecialized, EveryWidth) {
   }
 }
 
+// Every scale byte <= 128: small_scales holds, and with ws_set_small the launches take the
+// warp-specialized kernels compiled without the big-scale test (kSmall). Scale bytes 96..128
+// (both ends of the fast multiplier, every byte of a scale word different), every width class,
+// GEMM1 with either output, GEMM2 through the slots (K = 320) and registers (K = 640); both
+// settings against the CPU.
+TEST(Sm90WarpSpecialized, SmallScales) {
+  MXMOE_REQUIRE_SM90();
+  const bool saved = ws_small();
+  for (bool small : {false, true}) {
+    ws_set_small(small);
+    for (bool mx : {false, true}) {
+      Gemm1Case c = ws_case<Gemm1Case>(160, 512, 51 + mx);
+      c.mxfp8_out = mx;
+      c.s_lo = 96;
+      c.s_hi = 128;
+      run_gemm1_case(c);
+    }
+    for (int I : {320, 640}) {  // (run_gemm2_case also runs it with an out_token table)
+      Gemm2Case c2 = ws_case<Gemm2Case>(256, I, 53 + I);
+      c2.s_lo = 96;
+      c2.s_hi = 128;
+      run_gemm2_case(c2);
+    }
+  }
+  ws_set_small(saved);
+}
+
 // GEMM2 started under GEMM1 (Gemm1Params::h_ready): the chain with the per-expert counters must
 // give GEMM2's y bit for bit as the chain without them, eagerly and in CUDA graph replays, with h
 // poisoned (NaN) before every GEMM1, so a tile of GEMM2 that read its rows before GEMM1 wrote them

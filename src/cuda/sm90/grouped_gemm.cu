@@ -10,6 +10,7 @@
 // Limitations: num_experts <= kMaxExperts (the per-CTA tile prefix lives in shared memory).
 #include "sm90/grouped_gemm.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -100,6 +101,29 @@ WsOverlap ws_overlap() {
   return mode;
 }
 
+// Opt-in (ws_set_small / MXMOE_SM90_WS_SMALL=1): launches with small_scales take the kernels
+// compiled without the per-fragment big-scale test (kSmall).
+std::atomic<bool> g_ws_small{[] {
+  const char* env = std::getenv("MXMOE_SM90_WS_SMALL");
+  return env != nullptr && std::strcmp(env, "1") == 0;
+}()};
+
+// The warp-specialized kernel of a launch: GEMM1 with BF16 h or the MXFP8 epilogue; GEMM2 with
+// or without its out_token table, its weights through the slots or registers.
+template <int C, bool kGemm1, bool kSmall>
+auto* ws_kernel_of(const KernelArgs& a, bool slot_weights) {
+  if constexpr (kGemm1) {
+    return a.mxfp8_out ? grouped_gemm_ws_kernel<C, true, false, false, kSmall>
+                       : grouped_gemm_ws_kernel<C, true, true, false, kSmall>;  // BF16 h only
+  } else {
+    const bool out = a.out_token != nullptr;
+    return slot_weights ? (out ? grouped_gemm_ws_kernel<C, false, true, true, kSmall>
+                               : grouped_gemm_ws_kernel<C, false, false, true, kSmall>)
+                        : (out ? grouped_gemm_ws_kernel<C, false, true, false, kSmall>
+                               : grouped_gemm_ws_kernel<C, false, false, false, kSmall>);
+  }
+}
+
 template <int C, bool kGemm1>
 cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream, const HReady& hr) {
   const int cap = WsShape<C>::kMaxTileN;
@@ -125,16 +149,9 @@ cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream, con
   }
   const size_t smem =
       ws_fixed_smem_bytes<C>(max_units) + stages * ws_stage_smem_bytes<C>(cap, slot_weights);
-  auto* kernel = grouped_gemm_ws_kernel<C, kGemm1, false, false>;
-  if constexpr (kGemm1) {
-    if (!a.mxfp8_out) kernel = grouped_gemm_ws_kernel<C, true, true, false>;  // BF16 h only
-  }
-  if constexpr (!kGemm1) {
-    const bool out = a.out_token != nullptr;
-    kernel = slot_weights ? (out ? grouped_gemm_ws_kernel<C, false, true, true>
-                                 : grouped_gemm_ws_kernel<C, false, false, true>)
-                          : (out ? grouped_gemm_ws_kernel<C, false, true, false> : kernel);
-  }
+  auto* kernel = a.small_scales && g_ws_small.load(std::memory_order_relaxed)
+                     ? ws_kernel_of<C, kGemm1, true>(a, slot_weights)
+                     : ws_kernel_of<C, kGemm1, false>(a, slot_weights);
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err != cudaSuccess) return err;
   const int64_t m_groups = (a.M / kTileM + C - 1) / C;
@@ -185,6 +202,9 @@ bool problem_ok(const GroupedProblem& g, int num_sms) {
 }
 
 }  // namespace
+
+void ws_set_small(bool on) { g_ws_small.store(on, std::memory_order_relaxed); }
+bool ws_small() { return g_ws_small.load(std::memory_order_relaxed); }
 
 cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream,
                          CountedGemm1* counted) {

@@ -154,4 +154,11 @@ cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream,
                          CountedGemm1* counted = nullptr);
 cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream);
 
+// Test / timing knob (opt-in, not yet timed on a GPU; bench/NOTES.md P round 23): launches of the
+// warp-specialized kernels with small_scales take instantiations compiled without the
+// per-fragment big-scale test (grouped_gemm_ws_kernel.cuh kSmall; sm90 expand_fragment's
+// kSmallOnly). Same values bit for bit. The process starts from MXMOE_SM90_WS_SMALL=1 when set.
+void ws_set_small(bool on);
+bool ws_small();
+
 }  // namespace mxmoe::sm90

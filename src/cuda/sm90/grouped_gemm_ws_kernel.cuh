@@ -403,7 +403,8 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
 // kernel is compiled exactly as before the table existed: the out-capable epilogue's code
 // changed the plain one's schedule, ~2% on TP8xEP4's GEMM2 (bench/NOTES.md G round 5).
 // kSlotW: the weights come through the slots (kWsSlotWeightsMaxSteps), else through registers.
-template <int C, int N, bool kGemm1, bool kOut, bool kSlotW>
+// kSmall: launched only with p.small_scales (expand_fragment's kSmallOnly; ws_set_small).
+template <int C, int N, bool kGemm1, bool kOut, bool kSlotW, bool kSmall = false>
 struct WsTileRunner {
   static constexpr int kMaxTileN = WsShape<C>::kMaxTileN;
   static constexpr bool kBf16H = kGemm1 && kOut;   // GEMM1: BF16 h only, no MXFP8 epilogue
@@ -492,7 +493,7 @@ struct WsTileRunner {
         const uint32_t wst = c.slot * WsShape<C>::kWStageBytes;
         const uint4 fq = ptx::lds_v4_b32(c.wfrag + wst);
         const uint32_t fs = ptx::lds_u32(c.wscale + wst);
-        if (c.expand) expand_fragment(fq, fs, a[B], p.small_scales);
+        if (c.expand) expand_fragment<kSmall>(fq, fs, a[B], p.small_scales);
         mma_and_release<B>(c, d, a, kb, prev_slot);
       };
       using B0 = std::integral_constant<int, 0>;
@@ -514,7 +515,7 @@ struct WsTileRunner {
       auto step = [&](int kb, auto buf) {
         constexpr int B = decltype(buf)::value;
         ptx::mbar_wait(c.full + 8 * c.slot, c.phase);
-        if (c.expand) expand_fragment(c.rq[B], c.rs[B], a[B], p.small_scales);
+        if (c.expand) expand_fragment<kSmall>(c.rq[B], c.rs[B], a[B], p.small_scales);
         if (kb + 2 < KT) {
           c.rq[B] = ptx::ld_stream_v4(q);
           c.rs[B] = ptx::ld_stream_u32(s);
@@ -538,7 +539,7 @@ struct WsTileRunner {
       auto steady = [&](auto buf) {
         constexpr int B = decltype(buf)::value;  // also the step's offset from q
         ptx::mbar_wait(c.full + 8 * c.slot, c.phase);
-        expand_fragment(c.rq[B], c.rs[B], a[B], p.small_scales);
+        expand_fragment<kSmall>(c.rq[B], c.rs[B], a[B], p.small_scales);
         c.rq[B] = ptx::ld_stream_v4(q + B * c.kQStep);
         c.rs[B] = ptx::ld_stream_u32(s + B * c.kSStep);
         steady_release<B>(c, d, a, q + (B + kWsL2Ahead - 2) * c.kQStep,
@@ -774,7 +775,7 @@ struct WsConsumerCtx {
   }
 };
 
-template <int C, bool kGemm1, bool kOut, bool kSlotW>
+template <int C, bool kGemm1, bool kOut, bool kSlotW, bool kSmall = false>
 __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int stages,
                                             const int* sUnits, int total, int m_groups, int KT,
                                             uint32_t slots, uint32_t wslots, uint32_t full,
@@ -849,7 +850,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
       if (T.ncls < N) return;  // the next (narrower) loop continues with this tile
       if constexpr (kSlotW) {
         if (C * T.mg + c.cw < m_tiles) {
-          WsTileRunner<C, N, kGemm1, kOut, true>::run(c, T);
+          WsTileRunner<C, N, kGemm1, kOut, true, kSmall>::run(c, T);
         } else {
           idle_tile();
         }
@@ -880,7 +881,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
           c.rs[1] = ptx::ld_stream_u32(s1);
         }
       }
-      WsTileRunner<C, N, kGemm1, kOut, false>::run(c, T);
+      WsTileRunner<C, N, kGemm1, kOut, false, kSmall>::run(c, T);
       if constexpr (kGemm1) c.count_rows(T.e);
       prefetched = c.nact;
       c.par = (c.par + KT) & 1;
@@ -898,7 +899,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   tiles_of_width(std::integral_constant<int, 32>());
 }
 
-template <int C, bool kGemm1, bool kOut, bool kSlotW>
+template <int C, bool kGemm1, bool kOut, bool kSlotW, bool kSmall = false>
 __global__ void __launch_bounds__(WsShape<C>::kThreads, 1)
     grouped_gemm_ws_kernel(const KernelArgs p, int cap, int stages, int max_units, int tune,
                            int* h_ready, int h_tiles) {
@@ -949,9 +950,9 @@ __global__ void __launch_bounds__(WsShape<C>::kThreads, 1)
     }
   } else {
     ptx::setmaxnreg_inc<S::kConsumerRegs>();
-    ws_consumer<C, kGemm1, kOut, kSlotW>(p, cap, stages, sUnits, total, m_groups, KT, slots,
-                                         wslots, full, empty, ptx::smem_addr(sAmax), tune,
-                                         h_ready);
+    ws_consumer<C, kGemm1, kOut, kSlotW, kSmall>(p, cap, stages, sUnits, total, m_groups, KT,
+                                                 slots, wslots, full, empty,
+                                                 ptx::smem_addr(sAmax), tune, h_ready);
   }
 }
 
