@@ -290,10 +290,10 @@ TEST(Sm90WarpSpecialized, EveryWidth) {
 }
 
 // Every scale byte <= 128: small_scales holds, and with ws_set_small the launches take the
-// warp-specialized kernels compiled without the big-scale test (kSmall). Scale bytes 96..128
-// (both ends of the fast multiplier, every byte of a scale word different), every width class,
-// GEMM1 with either output, GEMM2 through the slots (K = 320) and registers (K = 640); both
-// settings against the CPU.
+// warp-specialized kernels compiled without the big-scale test (kSmall). Scale bytes drawn from
+// 96..128 (both ends of the fast multiplier; a multiplier from the wrong byte or half shows as
+// a factor of 2^k), every width class, GEMM1 with either output, GEMM2 through the slots
+// (K = 320) and registers (K = 640); both settings against the CPU.
 TEST(Sm90WarpSpecialized, SmallScales) {
   MXMOE_REQUIRE_SM90();
   const bool saved = ws_small();
