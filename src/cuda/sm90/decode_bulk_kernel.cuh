@@ -298,8 +298,12 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     // kNarrow: <= 8 token rows (step_mma).
     auto stages = [&](auto narrow_tag) {
       constexpr bool kNarrow = decltype(narrow_tag)::value;
-      for (int kb = 0; kb < nk; kb += KS, ++it) {
-        const int n = min(KS, nk - kb);  // steps in this stage
+      // One stage of n steps; kFull (kSmall kernels only): n == KS known at compile time, so
+      // the stage has no per-step predicates and its steps' expansions and MMAs are one basic
+      // block (with the predicates each step is a block of its own, and its MMA chain drains
+      // before the next step's expansion may start).
+      auto stage_math = [&](int n, auto full_tag) {
+        constexpr bool kFull = decltype(full_tag)::value;
         const int s = it % kStages;
         mbar_wait(bar_full + 8 * s, (it / kStages) & 1);
         const uint8_t* stage = smem + L::kRing + s * kStageBytes;
@@ -310,7 +314,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
         uint32_t sc[KS], b[KS][4][4];
 #pragma unroll
         for (int j = 0; j < KS; ++j) {
-          if (j < n) {
+          if (kFull || j < n) {
             q[j] = *reinterpret_cast<const uint4*>(stage + j * kWBytes + tid * kFragBytes);
             sc[j] = *reinterpret_cast<const uint32_t*>(stage + KS * kWBytes + j * kSBytes +
                                                        (8 * warp + g) * kFragScaleBytes);
@@ -321,11 +325,19 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
         if (lane == 0) ptx::mbar_arrive(bar_empty + 8 * s);  // the stage is in registers: refill it
 #pragma unroll
         for (int j = 0; j < KS; ++j) {
-          if (j < n) {
+          if (kFull || j < n) {
             uint32_t a[16];
             expand_fragment<kSmall>(q[j], sc[j], a, p.small_scales);
             step_mma<kNarrow>(d, a, b[j]);
           }
+        }
+      };
+      for (int kb = 0; kb < nk; kb += KS, ++it) {
+        const int n = min(KS, nk - kb);  // steps in this stage
+        if (kSmall && n == KS) {
+          stage_math(n, std::true_type());
+        } else {
+          stage_math(n, std::false_type());
         }
       }
     };
