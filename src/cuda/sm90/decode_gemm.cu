@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 #include "sm90/decode_gemm.h"
 #include "sm90/decode_bulk_kernel.cuh"  // includes decode_gemm_kernel.cuh
@@ -260,15 +261,16 @@ template <bool kGemm1, bool kBulk>
 cudaError_t launch_decode_for(const GroupedProblem& g, const KernelArgs& a, int rows,
                               int num_sms, cudaStream_t stream, const Gemm1OwnInputs* own) {
   const DecodeSpec spec = spec_of<kGemm1>(g, kBulk, a, own);
-  const int S = g.split_k;
-  if (a.small_scales && g_small.load(std::memory_order_relaxed)) {
+  auto launch = [&](auto small_tag) {
+    constexpr bool kSmall = decltype(small_tag)::value;
     return spec.ids != nullptr
-               ? launch_decode<kGemm1, kBulk, true, true>(a, spec, S, rows, num_sms, stream)
-               : launch_decode<kGemm1, kBulk, false, true>(a, spec, S, rows, num_sms, stream);
-  }
-  return spec.ids != nullptr
-             ? launch_decode<kGemm1, kBulk, true, false>(a, spec, S, rows, num_sms, stream)
-             : launch_decode<kGemm1, kBulk, false, false>(a, spec, S, rows, num_sms, stream);
+               ? launch_decode<kGemm1, kBulk, true, kSmall>(a, spec, g.split_k, rows, num_sms,
+                                                             stream)
+               : launch_decode<kGemm1, kBulk, false, kSmall>(a, spec, g.split_k, rows, num_sms,
+                                                              stream);
+  };
+  return a.small_scales && g_small.load(std::memory_order_relaxed) ? launch(std::true_type())
+                                                                   : launch(std::false_type());
 }
 
 }  // namespace
