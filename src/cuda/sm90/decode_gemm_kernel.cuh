@@ -92,7 +92,8 @@ struct Smem {
   static constexpr int kSpan = kPrefix + (kMaxExperts + 1) * 4;  // [kMaxExperts] begin | rows << 16
   static constexpr int kWarpSum = kSpan + kMaxExperts * 4;    // [8]
   static constexpr int kRedBar = (kWarpSum + 8 * 4 + 7) & ~7;  // red_full, red_free
-  static constexpr int kEnd = kRedBar + 2 * 8;
+  static constexpr int kRows = kRedBar + 2 * 8;               // [kBN] the tile's token rows
+  static constexpr int kEnd = kRows + kBN * 4;
   static constexpr size_t kDynamic = kEnd + 128;              // + alignment slack
 };
 
@@ -437,6 +438,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
   int* sPrefix = reinterpret_cast<int*>(smem + L::kPrefix);
   uint32_t* sSpan = reinterpret_cast<uint32_t*>(smem + L::kSpan);
   int* sWarp = reinterpret_cast<int*>(smem + L::kWarpSum);
+  int* sRows = reinterpret_cast<int*>(smem + L::kRows);
   const uint32_t bar_red_full = sbase + L::kRedBar, bar_red_free = bar_red_full + 8;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -477,12 +479,15 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
            (8 * warp + g) * kFragScaleBytes;
   };
   // Chunk c (steps c D .. c D + D - 1 of the slice) of the tile's token rows into buffer `buf`.
+  // kSmall: the rows from sRows (start_chunks), not a dependent global load per piece: a warp's
+  // pieces are rows warp + 4 i (kPieces = 32 per row), so each warp reads only its own entries.
+  static_assert(kPieces == 32 && kThreads == 128, "row r of a chunk is loaded by warp r % 4");
   auto load_chunk = [&](const TileInfo& ti, int c, int buf) {
     const int valid = min(D, nk - c * D) * 8;  // pieces per row
     for (int idx = tid; idx < ti.nrows * kPieces; idx += kThreads) {
       const int r = idx / kPieces, q = idx % kPieces;
       if (q < valid) {
-        const int64_t row = p.act_row ? p.act_row[ti.p0 + r] : ti.p0 + r;
+        const int64_t row = kSmall ? sRows[r] : p.act_row ? p.act_row[ti.p0 + r] : ti.p0 + r;
         ptx::cp_async_16(sbase + L::kChunks + buf * kChunkBytes + r * kPitch + 16 * q,
                          p.act + row * p.act_stride + (k_begin + c * D) * kStepK + 8 * q, true);
       }
@@ -503,6 +508,12 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
     }
   };
   auto start_chunks = [&](const TileInfo& ti) {
+    if constexpr (kSmall) {  // this warp's rows of the tile, read by its load_chunk calls
+      __syncwarp();          // the last tile's reads of them are done
+      const int r = warp + 4 * lane;
+      if (lane < 4 && r < ti.nrows) sRows[r] = p.act_row ? p.act_row[ti.p0 + r] : ti.p0 + r;
+      __syncwarp();
+    }
     if (nchunks > 0) load_chunk(ti, 0, 0);
     ptx::cp_async_commit();
     if (nchunks > 1) load_chunk(ti, 1, 1);
@@ -551,6 +562,11 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
       cta_sync();         // everyone's
       const uint32_t bsm =
           sbase + L::kChunks + (c & 1) * kChunkBytes + (kNarrow ? lm_narrow : lm_wide);
+      // kSmall: the refills of the chunk at constant offsets from one pointer (LDG [R + imm]),
+      // not each from a sign-extended 32-bit step offset (3 integer ops per load).
+      const uint32_t next = static_cast<uint32_t>(c + 1) * D;
+      const uint8_t* wq_next = wq + next * kWBytes;
+      const uint8_t* ws_next = ws + next * kSBytes;
 #pragma unroll
       for (int j = 0; j < D; ++j) {
         const int step = c * D + j;
@@ -560,8 +576,13 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
           uint32_t a[16];
           expand_fragment<kSmall>(qa[j], sa[j], a, p.small_scales);
           if (!kTail || step + D < nk) {  // refill the registers just expanded
-            qa[j] = ld_weights_v4(wq + (step + D) * kWBytes, policy);
-            sa[j] = ld_weights_u32(ws + (step + D) * kSBytes, policy);
+            if constexpr (kSmall) {
+              qa[j] = ld_weights_v4(wq_next + j * kWBytes, policy);
+              sa[j] = ld_weights_u32(ws_next + j * kSBytes, policy);
+            } else {
+              qa[j] = ld_weights_v4(wq + (step + D) * kWBytes, policy);
+              sa[j] = ld_weights_u32(ws + (step + D) * kSBytes, policy);
+            }
           }
           step_mma<kNarrow>(d, a, b);
         }
