@@ -92,8 +92,8 @@ struct Smem {
   static constexpr int kSpan = kPrefix + (kMaxExperts + 1) * 4;  // [kMaxExperts] begin | rows << 16
   static constexpr int kWarpSum = kSpan + kMaxExperts * 4;    // [8]
   static constexpr int kRedBar = (kWarpSum + 8 * 4 + 7) & ~7;  // red_full, red_free
-  static constexpr int kRows = kRedBar + 2 * 8;               // [kBN] the tile's token rows
-  static constexpr int kEnd = kRows + kBN * 4;
+  static constexpr int kRows = kRedBar + 2 * 8;  // [kBN] the tile's token rows at k_begin (kSmall)
+  static constexpr int kEnd = kRows + kBN * 8;
   static constexpr size_t kDynamic = kEnd + 128;              // + alignment slack
 };
 
@@ -438,7 +438,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
   int* sPrefix = reinterpret_cast<int*>(smem + L::kPrefix);
   uint32_t* sSpan = reinterpret_cast<uint32_t*>(smem + L::kSpan);
   int* sWarp = reinterpret_cast<int*>(smem + L::kWarpSum);
-  int* sRows = reinterpret_cast<int*>(smem + L::kRows);
+  const __nv_bfloat16** sRows = reinterpret_cast<const __nv_bfloat16**>(smem + L::kRows);
   const uint32_t bar_red_full = sbase + L::kRedBar, bar_red_free = bar_red_full + 8;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -479,18 +479,32 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
            (8 * warp + g) * kFragScaleBytes;
   };
   // Chunk c (steps c D .. c D + D - 1 of the slice) of the tile's token rows into buffer `buf`.
-  // kSmall: the rows from sRows (start_chunks), not a dependent global load per piece: a warp's
-  // pieces are rows warp + 4 i (kPieces = 32 per row), so each warp reads only its own entries.
-  static_assert(kPieces == 32 && kThreads == 128, "row r of a chunk is loaded by warp r % 4");
   auto load_chunk = [&](const TileInfo& ti, int c, int buf) {
     const int valid = min(D, nk - c * D) * 8;  // pieces per row
     for (int idx = tid; idx < ti.nrows * kPieces; idx += kThreads) {
       const int r = idx / kPieces, q = idx % kPieces;
       if (q < valid) {
-        const int64_t row = kSmall ? sRows[r] : p.act_row ? p.act_row[ti.p0 + r] : ti.p0 + r;
+        const int64_t row = p.act_row ? p.act_row[ti.p0 + r] : ti.p0 + r;
         ptx::cp_async_16(sbase + L::kChunks + buf * kChunkBytes + r * kPitch + 16 * q,
                          p.act + row * p.act_stride + (k_begin + c * D) * kStepK + 8 * q, true);
       }
+    }
+  };
+  // kSmall's loader of the same pieces: piece (row r, 16 bytes q) is copied by lane q of warp
+  // r % 4 (kPieces = 32 per row), so a warp's rows are warp + 4 i, i < 2 in a narrow tile (at
+  // most 8 rows) and < 4 in a wide one, each from the row's address at k_begin (sRows, written
+  // by start_chunks) plus constants: no dependent global load per piece (the row index) and no
+  // 64-bit row multiply, a fixed unrolled loop instead of a strided one.
+  static_assert(kPieces == 32 && kThreads == 128, "row r of a chunk is loaded by warp r % 4");
+  auto load_chunk_small = [&](int nrows, int c, int buf, auto narrow_tag) {
+    constexpr int kWarpRows = decltype(narrow_tag)::value ? 2 : 4;
+    const bool lane_in = lane < min(D, nk - c * D) * 8;  // the slice's end in the last chunk
+    const uint32_t dst = sbase + L::kChunks + buf * kChunkBytes + warp * kPitch + 16 * lane;
+    const uint32_t off = static_cast<uint32_t>(c) * (D * kStepK) + 8 * lane;  // elements
+#pragma unroll
+    for (int i = 0; i < kWarpRows; ++i) {
+      const int r = warp + 4 * i;
+      if (r < nrows && lane_in) ptx::cp_async_16(dst + 4 * i * kPitch, sRows[r] + off, true);
     }
   };
   uint4 qa[D];  // step s's fragment lives in qa[s % D]
@@ -508,11 +522,22 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
     }
   };
   auto start_chunks = [&](const TileInfo& ti) {
-    if constexpr (kSmall) {  // this warp's rows of the tile, read by its load_chunk calls
-      __syncwarp();          // the last tile's reads of them are done
+    if constexpr (kSmall) {
+      __syncwarp();  // this warp's reads of its rows of the last tile are done
       const int r = warp + 4 * lane;
-      if (lane < 4 && r < ti.nrows) sRows[r] = p.act_row ? p.act_row[ti.p0 + r] : ti.p0 + r;
+      if (lane < 4 && r < ti.nrows) {
+        const int64_t row = p.act_row ? p.act_row[ti.p0 + r] : ti.p0 + r;
+        sRows[r] = p.act + row * p.act_stride + static_cast<int64_t>(k_begin) * kStepK;
+      }
       __syncwarp();
+      auto first_two = [&](auto narrow_tag) {
+        if (nchunks > 0) load_chunk_small(ti.nrows, 0, 0, narrow_tag);
+        ptx::cp_async_commit();
+        if (nchunks > 1) load_chunk_small(ti.nrows, 1, 1, narrow_tag);
+        ptx::cp_async_commit();
+      };
+      if (ti.nrows <= kBN / 2) first_two(std::true_type()); else first_two(std::false_type());
+      return;
     }
     if (nchunks > 0) load_chunk(ti, 0, 0);
     ptx::cp_async_commit();
@@ -588,7 +613,10 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
         }
       }
       cta_sync();  // every warp is done with buffer c & 1
-      if (c + 2 < nchunks) load_chunk(ti, c + 2, c & 1);
+      if (c + 2 < nchunks) {
+        if constexpr (kSmall) load_chunk_small(ti.nrows, c + 2, c & 1, narrow_tag);
+        else load_chunk(ti, c + 2, c & 1);
+      }
       ptx::cp_async_commit();
     };
     auto chunks = [&](auto narrow_tag) {
