@@ -165,14 +165,17 @@ TEST_P(Sm90DecodeSplitK, SmallScales) {
   const bool saved = decode_small();
   for (bool small : {false, true}) {
     decode_set_small(small);
-    // (GEMM1's MXFP8 epilogue runs in the same kernel, after the same expansion.)
+    // (GEMM1's MXFP8 epilogue runs in the same kernel, after the same expansion.) K = 1216 is
+    // 19 steps: at split 1 four full 4-step chunks and a 3-step tail, so the chunks after the
+    // first two (loaded from inside the mainloop) and a partial last chunk are reached.
     Gemm1Case c1 = decode_case<Gemm1Case>(kAwkwardRows);
-    c1.K = 512;
+    c1.K = 1216;
     c1.s_lo = 96;
     c1.s_hi = 128;
     c1.seed = 41;
     run_gemm1_case(c1);
     Gemm2Case c2 = decode_case<Gemm2Case>(kAwkwardRows);
+    c2.I = 1216;  // GEMM2's K: 19 steps, as GEMM1's
     c2.s_lo = 96;
     c2.s_hi = 128;
     c2.seed = 43;
