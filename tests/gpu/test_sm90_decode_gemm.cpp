@@ -388,8 +388,8 @@ void bench(const char* layout, int E, int I, int topk, int T) {
   const int sms = num_sms();
 
   // Scale bytes 118..126 (bench_kimi_host): small_scales holds, as run_moe passes it for such
-  // weights, so the bench times the kernels a real layer runs (with MXMOE_DECODE_SMALL=1 the
-  // kSmall ones).
+  // weights, so the bench times the kernels a real layer runs (the kSmall ones unless
+  // MXMOE_DECODE_SMALL=0).
   Gemm1Params p1 = prob.gemm1(16);
   Gemm2Params p2 = prob.gemm2(16);
   p1.small_scales = p2.small_scales = true;

@@ -35,7 +35,7 @@ int mainloop_from_env() {
 std::atomic<int> g_mainloop{mainloop_from_env()};
 std::atomic<bool> g_small{[] {
   const char* env = std::getenv("MXMOE_DECODE_SMALL");
-  return env != nullptr && std::strcmp(env, "1") == 0;
+  return env == nullptr || std::strcmp(env, "0") != 0;
 }()};
 
 // The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC, a bit set
@@ -257,6 +257,11 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
   return s;
 }
 
+// Whether this launch takes the kSmall kernels (decode_gemm.h, decode_set_small).
+bool small_kernels(const KernelArgs& a) {
+  return a.small_scales && g_small.load(std::memory_order_relaxed);
+}
+
 template <bool kGemm1, bool kBulk>
 cudaError_t launch_decode_for(const GroupedProblem& g, const KernelArgs& a, int rows,
                               int num_sms, cudaStream_t stream, const Gemm1OwnInputs* own) {
@@ -269,8 +274,7 @@ cudaError_t launch_decode_for(const GroupedProblem& g, const KernelArgs& a, int 
                : launch_decode<kGemm1, kBulk, false, kSmall>(a, spec, g.split_k, rows, num_sms,
                                                               stream);
   };
-  return a.small_scales && g_small.load(std::memory_order_relaxed) ? launch(std::true_type())
-                                                                   : launch(std::false_type());
+  return small_kernels(a) ? launch(std::true_type()) : launch(std::false_type());
 }
 
 }  // namespace
@@ -356,7 +360,11 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
                                 : rows <= kDecodeBulkMaxRows ||
                                       static_cast<int64_t>(rows) * kDecodeBulkExpertsPerRow <=
                                           a.num_experts ||
-                                      a.K / kStepK <= kDecodeBulkMaxSteps;
+                                      a.K / kStepK <= kDecodeBulkMaxSteps ||
+                                      (small_kernels(a) &&
+                                       2 * static_cast<int64_t>(rows) <=
+                                           static_cast<int64_t>(kDecodeSmallBulkMeanRowsX2) *
+                                               a.num_experts);
   *err = bulk ? launch_decode_for<kGemm1, true>(g, a, rows, num_sms, stream, own)
               : launch_decode_for<kGemm1, false>(g, a, rows, num_sms, stream, own);
   return true;

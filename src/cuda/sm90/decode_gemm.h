@@ -46,10 +46,19 @@ constexpr int kDecodeBulkMaxSteps = 8;
 // Test / timing knob: force a mainloop for later launches (0 = the rule above); the process
 // starts from MXMOE_DECODE_MAINLOOP (1 or 2) when set, for end-to-end A/B timings.
 void decode_set_mainloop(int m);
-// Opt-in, not yet timed on a GPU (bench/NOTES.md D round 25): launches with small_scales take
-// kernels compiled without the per-fragment big-scale test (decode_gemm_kernel.cuh kSmall:
-// one basic block per step, two multiplier registers instead of four). The process starts from
-// MXMOE_DECODE_SMALL=1 when set; decode_set_small for tests. Same values bit for bit.
+// On by default (bench/NOTES.md D rounds 25-27, twenty-ninth session): launches with small_scales
+// (prepare found no weight scale above 2^1) take kernels compiled without the per-fragment
+// big-scale test (kSmall: one basic block per step, two multiplier registers instead of four, the
+// register mainloop's token rows from a per-tile table of row addresses). End to end on the
+// H200: EP16 T=16 108.1 -> 96.4 us, T=64 243.8 -> 231.9, T=512 408.1 -> 347.1; TP8xEP4 T=64
+// 147.2 -> 135.6. Other weights keep the kernels with the test. Same values bit for bit.
+// MXMOE_DECODE_SMALL=0 starts the process with it off (A/B timings); decode_set_small for tests.
+// With it on, the bulk ring also takes up to kDecodeSmallBulkMeanRowsX2 / 2 rows per expert on
+// average: GEMM-only on the H200 (same run, us, ring / register) EP16 T=16 (0.29 rows per
+// expert) 59.6 / 64.7 and 32.9 / 41.7, T=64 (1.14) 138.3 / 137.4 and 70.0 / 75.1, T=256 (4.6)
+// 220.1 / 202.2 and 111.9 / 108.7; TP8xEP4 GEMM1 T=16 30.4 / 32.7, T=64 77.0 / 78.6, T=224
+// 114.3 / 106.2.
+constexpr int kDecodeSmallBulkMeanRowsX2 = 3;
 void decode_set_small(bool on);
 bool decode_small();
 

@@ -423,9 +423,9 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
 
 // kSpec (decode_gemm.h, DecodeSpec): the tile list from spec.ids and (spec.preload) the first
 // tile's first kDepth steps of weights loaded before pdl::wait(); its token rows after it.
-// kSmall: launched only with p.small_scales (expand_fragment's kSmallOnly). Bounded to 5 CTAs
-// per SM at split 1, as the other split-1 kernels compile: left free, ptxas gave it 127
-// registers (4 CTAs per SM, a fifth fewer weight loads in flight).
+// kSmall: launched only with p.small_scales (expand_fragment's kSmallOnly; load_chunk_small).
+// Bounded to 5 CTAs per SM at split 1, as the other split-1 kernels compile: left free, ptxas
+// gave D round 25's version 127 registers (4 CTAs per SM); since load_chunk_small it takes 80.
 template <int S, bool kGemm1, bool kSpec, bool kSmall = false>
 __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && S == 1 ? 5 : 0)
     decode_gemm_kernel(const KernelArgs p, const DecodeSpec spec) {

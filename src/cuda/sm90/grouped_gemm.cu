@@ -101,11 +101,11 @@ WsOverlap ws_overlap() {
   return mode;
 }
 
-// Opt-in (ws_set_small / MXMOE_SM90_WS_SMALL=1): launches with small_scales take the kernels
-// compiled without the per-fragment big-scale test (kSmall).
+// On unless MXMOE_SM90_WS_SMALL=0 (grouped_gemm.h, ws_set_small): launches with small_scales
+// take the kernels compiled without the per-fragment big-scale test (kSmall).
 std::atomic<bool> g_ws_small{[] {
   const char* env = std::getenv("MXMOE_SM90_WS_SMALL");
-  return env != nullptr && std::strcmp(env, "1") == 0;
+  return env == nullptr || std::strcmp(env, "0") != 0;
 }()};
 
 // The warp-specialized kernel of a launch: GEMM1 with BF16 h or the MXFP8 epilogue; GEMM2 with
