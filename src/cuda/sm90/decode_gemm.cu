@@ -27,7 +27,9 @@ constexpr int kReduceCostSteps = 24;
 
 // Forced mainloop (0 = the rule). Starts from MXMOE_DECODE_MAINLOOP=1|2 so an end-to-end
 // `mxmoe bench` run can time both mainloops in one device session; tests set it directly.
-int valid_mainloop(int m) { return m == kDecodeBulkRing || m == kDecodeRegStream ? m : 0; }
+int valid_mainloop(int m) {
+  return m == kDecodeBulkRing || m == kDecodeRegStream || m == kDecodeRuleWideBulk ? m : 0;
+}
 int mainloop_from_env() {
   const char* env = std::getenv("MXMOE_DECODE_MAINLOOP");
   return valid_mainloop(env != nullptr ? std::atoi(env) : 0);
@@ -333,6 +335,16 @@ int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int
   return best;
 }
 
+namespace {
+// decode_gemm.h's rule for the two mainloops; wide: kDecodeRuleWideBulk's widening.
+bool bulk_by_rule(const KernelArgs& a, int rows, bool wide) {
+  const int64_t r = rows, e = a.num_experts;
+  if (r <= kDecodeBulkMaxRows || r * kDecodeBulkExpertsPerRow <= e) return true;
+  if (a.K / kStepK <= kDecodeBulkMaxSteps) return true;
+  return wide && small_kernels(a) && 2 * r <= kDecodeSmallBulkMeanRowsX2 * e;
+}
+}  // namespace
+
 template <bool kGemm1>
 bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int num_sms,
                             cudaStream_t stream, cudaError_t* err, const Gemm1OwnInputs* own) {
@@ -356,15 +368,9 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
     return false;
   }
   const int forced = g_mainloop.load(std::memory_order_relaxed);
-  const bool bulk = forced != 0 ? forced == kDecodeBulkRing
-                                : rows <= kDecodeBulkMaxRows ||
-                                      static_cast<int64_t>(rows) * kDecodeBulkExpertsPerRow <=
-                                          a.num_experts ||
-                                      a.K / kStepK <= kDecodeBulkMaxSteps ||
-                                      (small_kernels(a) &&
-                                       2 * static_cast<int64_t>(rows) <=
-                                           static_cast<int64_t>(kDecodeSmallBulkMeanRowsX2) *
-                                               a.num_experts);
+  const bool bulk = forced == kDecodeBulkRing || forced == kDecodeRegStream
+                        ? forced == kDecodeBulkRing
+                        : bulk_by_rule(a, rows, forced == kDecodeRuleWideBulk);
   *err = bulk ? launch_decode_for<kGemm1, true>(g, a, rows, num_sms, stream, own)
               : launch_decode_for<kGemm1, false>(g, a, rows, num_sms, stream, own);
   return true;

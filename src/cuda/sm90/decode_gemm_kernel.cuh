@@ -589,9 +589,9 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
           sbase + L::kChunks + (c & 1) * kChunkBytes + (kNarrow ? lm_narrow : lm_wide);
       // kSmall: the refills of the chunk at constant offsets from one pointer (LDG [R + imm]),
       // not each from a sign-extended 32-bit step offset (3 integer ops per load).
-      const uint32_t next = static_cast<uint32_t>(c + 1) * D;
-      const uint8_t* wq_next = wq + next * kWBytes;
-      const uint8_t* ws_next = ws + next * kSBytes;
+      [[maybe_unused]] const uint32_t next = static_cast<uint32_t>(c + 1) * D;
+      [[maybe_unused]] const uint8_t* wq_next = wq + next * kWBytes;
+      [[maybe_unused]] const uint8_t* ws_next = ws + next * kSBytes;
 #pragma unroll
       for (int j = 0; j < D; ++j) {
         const int step = c * D + j;
