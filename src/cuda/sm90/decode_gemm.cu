@@ -25,8 +25,9 @@ constexpr int kSplits[4] = {1, 2, 4, 8};
 // first H200 run (bench/NOTES.md D): a split pays off only when the tiles leave SMs idle.
 constexpr int kReduceCostSteps = 24;
 
-// Forced mainloop (0 = the rule). Starts from MXMOE_DECODE_MAINLOOP=1|2 so an end-to-end
-// `mxmoe bench` run can time both mainloops in one device session; tests set it directly.
+// Forced mainloop (0 = the rule, 3 = the widened rule). Starts from MXMOE_DECODE_MAINLOOP=1|2|3
+// so an end-to-end `mxmoe bench` run can time the choices in one device session; tests set it
+// directly.
 int valid_mainloop(int m) {
   return m == kDecodeBulkRing || m == kDecodeRegStream || m == kDecodeRuleWideBulk ? m : 0;
 }
@@ -368,9 +369,9 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
     return false;
   }
   const int forced = g_mainloop.load(std::memory_order_relaxed);
-  const bool bulk = forced == kDecodeBulkRing || forced == kDecodeRegStream
-                        ? forced == kDecodeBulkRing
-                        : bulk_by_rule(a, rows, forced == kDecodeRuleWideBulk);
+  const bool bulk = forced == kDecodeBulkRing ||
+                    (forced != kDecodeRegStream &&
+                     bulk_by_rule(a, rows, forced == kDecodeRuleWideBulk));
   *err = bulk ? launch_decode_for<kGemm1, true>(g, a, rows, num_sms, stream, own)
               : launch_decode_for<kGemm1, false>(g, a, rows, num_sms, stream, own);
   return true;

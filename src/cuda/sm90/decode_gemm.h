@@ -44,6 +44,13 @@ constexpr int kDecodeBulkExpertsPerRow = 4;
 // GEMM2: T=1 8.6 / 9.5, T=16 30.2 / 33.2, T=64 73.0 / 81.5, T=224 102.5 / 115.3; the long-K
 // GEMMs (KT 48-56) stay faster on the register mainloop (EP16 T=64 GEMM2 89.0 / 98.6).
 constexpr int kDecodeBulkMaxSteps = 8;
+// Not yet timed end to end (opt-in, the mainloop knob's kDecodeRuleWideBulk): with the kSmall
+// kernels the bulk ring also takes up to kDecodeSmallBulkMeanRowsX2 / 2 rows per expert on
+// average. GEMM-only on the H200 (same run, us, ring / register): EP16 T=16 (0.29 rows per
+// expert) GEMM1 59.6 / 64.7, GEMM2 32.9 / 41.7; T=64 (1.14) 138.3 / 137.4, 70.0 / 75.1; T=256
+// (4.6) 220.1 / 202.2, 111.9 / 108.7; TP8xEP4 GEMM1 T=16 30.4 / 32.7, T=64 77.0 / 78.6, T=224
+// 114.3 / 106.2.
+constexpr int kDecodeSmallBulkMeanRowsX2 = 3;
 // Test / timing knob: force a mainloop for later launches (0 = the rule above, 3 = the rule
 // widened as kDecodeSmallBulkMeanRowsX2 says); the process starts from MXMOE_DECODE_MAINLOOP
 // (1, 2 or 3) when set, for end-to-end A/B timings.
@@ -55,13 +62,6 @@ void decode_set_mainloop(int m);
 // H200: EP16 T=16 108.1 -> 96.4 us, T=64 243.8 -> 231.9, T=512 408.1 -> 347.1; TP8xEP4 T=64
 // 147.2 -> 135.6. Other weights keep the kernels with the test. Same values bit for bit.
 // MXMOE_DECODE_SMALL=0 starts the process with it off (A/B timings); decode_set_small for tests.
-// Not yet timed end to end (opt-in, the mainloop knob's kDecodeRuleWideBulk): with the kSmall
-// kernels the bulk ring also takes up to kDecodeSmallBulkMeanRowsX2 / 2 rows per expert on
-// average. GEMM-only on the H200 (same run, us, ring / register): EP16 T=16 (0.29 rows per
-// expert) GEMM1 59.6 / 64.7, GEMM2 32.9 / 41.7; T=64 (1.14) 138.3 / 137.4, 70.0 / 75.1; T=256
-// (4.6) 220.1 / 202.2, 111.9 / 108.7; TP8xEP4 GEMM1 T=16 30.4 / 32.7, T=64 77.0 / 78.6, T=224
-// 114.3 / 106.2.
-constexpr int kDecodeSmallBulkMeanRowsX2 = 3;
 void decode_set_small(bool on);
 bool decode_small();
 
