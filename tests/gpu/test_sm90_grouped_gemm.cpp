@@ -316,39 +316,6 @@ TEST(Sm90WarpSpecialized, SmallScales) {
   ws_set_small(saved);
 }
 
-// kFine (ws_set_fine): tiles of the widest class at wgmma widths 144 and 152. Rows per expert on
-// both sides of each width (136, 137, 144, 145, 152, 153, 160), and experts cut into two units
-// that land on each width (290: 145 + 145, 304: 152 + 152, 306: 153 + 153), beside narrower
-// classes; GEMM1 with either output (the MXFP8 epilogue keeps steps of 32), GEMM2 through the
-// slots (K = 320) and registers (K = 640, also with an out_token table); on and off against the
-// CPU.
-TEST(Sm90WarpSpecialized, FineWidths) {
-  MXMOE_REQUIRE_SM90();
-  const bool saved_small = ws_small(), saved_fine = ws_fine();
-  ws_set_small(true);
-  for (bool fine : {true, false}) {
-    ws_set_fine(fine);
-    const std::vector<int> rows = {136, 137, 144, 145, 152, 153, 160, 290, 304, 306, 97, 0, 33};
-    for (bool mx : {false, true}) {
-      Gemm1Case c = ws_case<Gemm1Case>(160, 256, 61 + mx);
-      c.rows = rows;
-      c.mxfp8_out = mx;
-      c.s_lo = 96;
-      c.s_hi = 128;
-      run_gemm1_case(c);
-    }
-    for (int I : {320, 640}) {
-      Gemm2Case c2 = ws_case<Gemm2Case>(256, I, 63 + I);
-      c2.rows = rows;
-      c2.s_lo = 96;
-      c2.s_hi = 128;
-      run_gemm2_case(c2);
-    }
-  }
-  ws_set_fine(saved_fine);
-  ws_set_small(saved_small);
-}
-
 // GEMM2 started under GEMM1 (Gemm1Params::h_ready): the chain with the per-expert counters must
 // give GEMM2's y bit for bit as the chain without them, eagerly and in CUDA graph replays, with h
 // poisoned (NaN) before every GEMM1, so a tile of GEMM2 that read its rows before GEMM1 wrote them

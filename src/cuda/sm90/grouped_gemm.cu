@@ -107,27 +107,20 @@ std::atomic<bool> g_ws_small{[] {
   const char* env = std::getenv("MXMOE_SM90_WS_SMALL");
   return env == nullptr || std::strcmp(env, "0") != 0;
 }()};
-// Off unless MXMOE_SM90_WS_FINE=1 (grouped_gemm.h, ws_set_fine): kSmall launches take the kFine
-// kernels (wgmma widths 144 and 152 in the widest class).
-std::atomic<bool> g_ws_fine{[] {
-  const char* env = std::getenv("MXMOE_SM90_WS_FINE");
-  return env != nullptr && std::strcmp(env, "1") == 0;
-}()};
 
 // The warp-specialized kernel of a launch: GEMM1 with BF16 h or the MXFP8 epilogue; GEMM2 with
 // or without its out_token table, its weights through the slots or registers.
-// kFine (kSmall only): the widest class's tiles at 144 / 152 too, except in the MXFP8 epilogue.
-template <int C, bool kGemm1, bool kSmall, bool kFine = false>
+template <int C, bool kGemm1, bool kSmall>
 auto* ws_kernel_of(const KernelArgs& a, bool slot_weights) {
   if constexpr (kGemm1) {
     return a.mxfp8_out ? grouped_gemm_ws_kernel<C, true, false, false, kSmall>
-                       : grouped_gemm_ws_kernel<C, true, true, false, kSmall, kFine>;  // BF16 h
+                       : grouped_gemm_ws_kernel<C, true, true, false, kSmall>;  // BF16 h only
   } else {
     const bool out = a.out_token != nullptr;
-    return slot_weights ? (out ? grouped_gemm_ws_kernel<C, false, true, true, kSmall, kFine>
-                               : grouped_gemm_ws_kernel<C, false, false, true, kSmall, kFine>)
-                        : (out ? grouped_gemm_ws_kernel<C, false, true, false, kSmall, kFine>
-                               : grouped_gemm_ws_kernel<C, false, false, false, kSmall, kFine>);
+    return slot_weights ? (out ? grouped_gemm_ws_kernel<C, false, true, true, kSmall>
+                               : grouped_gemm_ws_kernel<C, false, false, true, kSmall>)
+                        : (out ? grouped_gemm_ws_kernel<C, false, true, false, kSmall>
+                               : grouped_gemm_ws_kernel<C, false, false, false, kSmall>);
   }
 }
 
@@ -156,11 +149,9 @@ cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream, con
   }
   const size_t smem =
       ws_fixed_smem_bytes<C>(max_units) + stages * ws_stage_smem_bytes<C>(cap, slot_weights);
-  const bool small = a.small_scales && g_ws_small.load(std::memory_order_relaxed);
-  auto* kernel = !small ? ws_kernel_of<C, kGemm1, false>(a, slot_weights)
-                 : g_ws_fine.load(std::memory_order_relaxed)
-                     ? ws_kernel_of<C, kGemm1, true, true>(a, slot_weights)
-                     : ws_kernel_of<C, kGemm1, true>(a, slot_weights);
+  auto* kernel = a.small_scales && g_ws_small.load(std::memory_order_relaxed)
+                     ? ws_kernel_of<C, kGemm1, true>(a, slot_weights)
+                     : ws_kernel_of<C, kGemm1, false>(a, slot_weights);
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err != cudaSuccess) return err;
   const int64_t m_groups = (a.M / kTileM + C - 1) / C;
@@ -213,8 +204,6 @@ bool problem_ok(const GroupedProblem& g, int num_sms) {
 }  // namespace
 
 void ws_set_small(bool on) { g_ws_small.store(on, std::memory_order_relaxed); }
-void ws_set_fine(bool on) { g_ws_fine.store(on, std::memory_order_relaxed); }
-bool ws_fine() { return g_ws_fine.load(std::memory_order_relaxed); }
 bool ws_small() { return g_ws_small.load(std::memory_order_relaxed); }
 
 cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream,

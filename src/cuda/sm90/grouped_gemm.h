@@ -162,11 +162,5 @@ cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream)
 // process with it off (A/B timings); ws_set_small for tests.
 void ws_set_small(bool on);
 bool ws_small();
-// Opt-in until timed (bench/NOTES.md P round 24): with kSmall, a token tile of the widest class
-// (129..160 rows) with at most 144 or 152 rows runs at that wgmma width instead of 160, except
-// in GEMM1's MXFP8 epilogue (its reduce-scatter needs widths in steps of 32). Same values bit for
-// bit. MXMOE_SM90_WS_FINE=1 starts the process with it on; ws_set_fine for tests.
-void ws_set_fine(bool on);
-bool ws_fine();
 
 }  // namespace mxmoe::sm90

@@ -595,7 +595,7 @@ struct WsTileRunner {
         // worked out once per block, not by each of its 32 holders; and nothing is branched
         // per element (a branch each made the elements run one after another: P rounds 14-15).
         constexpr int K = N / 4;
-        static_assert(kBf16H || K % 8 == 0, "the reduce-scatter halves K three times");
+        static_assert(K % 8 == 0, "the reduce-scatter halves K three times");
         const uint32_t sAmax = c.sAmax;  // shared address of [kMaxTileN][4] floats
         float m[K];  // |v|, then the running maxima
 #pragma unroll
@@ -775,10 +775,7 @@ struct WsConsumerCtx {
   }
 };
 
-// kFine (opt-in, ws_set_fine; kSmall kernels without the MXFP8 epilogue): a tile of the widest
-// class with at most 144 or 152 rows runs at that wgmma width instead of 160. The prefill sizes
-// cut ~293 rows per expert into two ~147-row tiles, ~8% of whose MMA work is padding at 160.
-template <int C, bool kGemm1, bool kOut, bool kSlotW, bool kSmall = false, bool kFine = false>
+template <int C, bool kGemm1, bool kOut, bool kSlotW, bool kSmall = false>
 __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int stages,
                                             const int* sUnits, int total, int m_groups, int KT,
                                             uint32_t slots, uint32_t wslots, uint32_t full,
@@ -848,19 +845,12 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   };
   auto tiles_of_width = [&](auto n_tag) {
     constexpr int N = decltype(n_tag)::value;
-    auto run_tile = [&](const WsTile& T) {
-      if constexpr (kFine && N == 160) {
-        if (T.nrows <= 144) return WsTileRunner<C, 144, kGemm1, kOut, kSlotW, kSmall>::run(c, T);
-        if (T.nrows <= 152) return WsTileRunner<C, 152, kGemm1, kOut, kSlotW, kSmall>::run(c, T);
-      }
-      WsTileRunner<C, N, kGemm1, kOut, kSlotW, kSmall>::run(c, T);
-    };
     for (; tile < total; tile += gridDim.x) {
       const WsTile T = ws_decode(p, sUnits, cap, m_groups, tile);
       if (T.ncls < N) return;  // the next (narrower) loop continues with this tile
       if constexpr (kSlotW) {
         if (C * T.mg + c.cw < m_tiles) {
-          run_tile(T);
+          WsTileRunner<C, N, kGemm1, kOut, true, kSmall>::run(c, T);
         } else {
           idle_tile();
         }
@@ -891,7 +881,7 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
           c.rs[1] = ptx::ld_stream_u32(s1);
         }
       }
-      run_tile(T);
+      WsTileRunner<C, N, kGemm1, kOut, false, kSmall>::run(c, T);
       if constexpr (kGemm1) c.count_rows(T.e);
       prefetched = c.nact;
       c.par = (c.par + KT) & 1;
@@ -909,12 +899,11 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   tiles_of_width(std::integral_constant<int, 32>());
 }
 
-template <int C, bool kGemm1, bool kOut, bool kSlotW, bool kSmall = false, bool kFine = false>
+template <int C, bool kGemm1, bool kOut, bool kSlotW, bool kSmall = false>
 __global__ void __launch_bounds__(WsShape<C>::kThreads, 1)
     grouped_gemm_ws_kernel(const KernelArgs p, int cap, int stages, int max_units, int tune,
                            int* h_ready, int h_tiles) {
   static_assert(!(kGemm1 && kSlotW), "the slot weights serve GEMM2 only (launch_ws)");
-  static_assert(!kFine || (kSmall && (!kGemm1 || kOut)), "kFine: kSmall, no MXFP8 epilogue");
   using S = WsShape<C>;
   constexpr int kWStage = kSlotW ? S::kWStageBytes : 0;
   extern __shared__ uint8_t smem_raw[];
@@ -961,9 +950,9 @@ __global__ void __launch_bounds__(WsShape<C>::kThreads, 1)
     }
   } else {
     ptx::setmaxnreg_inc<S::kConsumerRegs>();
-    ws_consumer<C, kGemm1, kOut, kSlotW, kSmall, kFine>(p, cap, stages, sUnits, total, m_groups,
-                                                        KT, slots, wslots, full, empty,
-                                                        ptx::smem_addr(sAmax), tune, h_ready);
+    ws_consumer<C, kGemm1, kOut, kSlotW, kSmall>(p, cap, stages, sUnits, total, m_groups, KT,
+                                                 slots, wslots, full, empty,
+                                                 ptx::smem_addr(sAmax), tune, h_ready);
   }
 }
 
