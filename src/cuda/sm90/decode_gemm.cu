@@ -25,12 +25,9 @@ constexpr int kSplits[4] = {1, 2, 4, 8};
 // first H200 run (bench/NOTES.md D): a split pays off only when the tiles leave SMs idle.
 constexpr int kReduceCostSteps = 24;
 
-// Forced mainloop (0 = the rule, 3 = the widened rule). Starts from MXMOE_DECODE_MAINLOOP=1|2|3
-// so an end-to-end `mxmoe bench` run can time the choices in one device session; tests set it
-// directly.
-int valid_mainloop(int m) {
-  return m == kDecodeBulkRing || m == kDecodeRegStream || m == kDecodeRuleWideBulk ? m : 0;
-}
+// Forced mainloop (0 = the rule). Starts from MXMOE_DECODE_MAINLOOP=1|2 so an end-to-end
+// `mxmoe bench` run can time the choices in one device session; tests set it directly.
+int valid_mainloop(int m) { return m == kDecodeBulkRing || m == kDecodeRegStream ? m : 0; }
 int mainloop_from_env() {
   const char* env = std::getenv("MXMOE_DECODE_MAINLOOP");
   return valid_mainloop(env != nullptr ? std::atoi(env) : 0);
@@ -337,12 +334,12 @@ int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int
 }
 
 namespace {
-// decode_gemm.h's rule for the two mainloops; wide: kDecodeRuleWideBulk's widening.
-bool bulk_by_rule(const KernelArgs& a, int rows, bool wide) {
+// decode_gemm.h's rule for the two mainloops.
+bool bulk_by_rule(const KernelArgs& a, int rows) {
   const int64_t r = rows, e = a.num_experts;
   if (r <= kDecodeBulkMaxRows || r * kDecodeBulkExpertsPerRow <= e) return true;
   if (a.K / kStepK <= kDecodeBulkMaxSteps) return true;
-  return wide && small_kernels(a) && 2 * r <= kDecodeSmallBulkMeanRowsX2 * e;
+  return small_kernels(a) && 2 * r <= kDecodeSmallBulkMeanRowsX2 * e;
 }
 }  // namespace
 
@@ -369,9 +366,8 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
     return false;
   }
   const int forced = g_mainloop.load(std::memory_order_relaxed);
-  const bool bulk = forced == kDecodeBulkRing ||
-                    (forced != kDecodeRegStream &&
-                     bulk_by_rule(a, rows, forced == kDecodeRuleWideBulk));
+  const bool bulk =
+      forced == kDecodeBulkRing || (forced != kDecodeRegStream && bulk_by_rule(a, rows));
   *err = bulk ? launch_decode_for<kGemm1, true>(g, a, rows, num_sms, stream, own)
               : launch_decode_for<kGemm1, false>(g, a, rows, num_sms, stream, own);
   return true;

@@ -35,7 +35,6 @@ constexpr int kDecodeMaxMeanRows = 12;
 // 85.2. The kernels alone time alike at T=1 (ncu), so the ring's gain is in the PDL chain.
 constexpr int kDecodeBulkRing = 1;
 constexpr int kDecodeRegStream = 2;
-constexpr int kDecodeRuleWideBulk = 3;  // the rule, widened for kSmall (kDecodeSmallBulkMeanRowsX2)
 constexpr int kDecodeBulkMaxRows = 4;
 constexpr int kDecodeBulkExpertsPerRow = 4;
 // The ring also takes short K (at most kDecodeBulkMaxSteps 64-wide steps, TP8xEP4's GEMM2 with
@@ -44,16 +43,16 @@ constexpr int kDecodeBulkExpertsPerRow = 4;
 // GEMM2: T=1 8.6 / 9.5, T=16 30.2 / 33.2, T=64 73.0 / 81.5, T=224 102.5 / 115.3; the long-K
 // GEMMs (KT 48-56) stay faster on the register mainloop (EP16 T=64 GEMM2 89.0 / 98.6).
 constexpr int kDecodeBulkMaxSteps = 8;
-// Not yet timed end to end (opt-in, the mainloop knob's kDecodeRuleWideBulk): with the kSmall
-// kernels the bulk ring also takes up to kDecodeSmallBulkMeanRowsX2 / 2 rows per expert on
-// average. GEMM-only on the H200 (same run, us, ring / register): EP16 T=16 (0.29 rows per
-// expert) GEMM1 59.6 / 64.7, GEMM2 32.9 / 41.7; T=64 (1.14) 138.3 / 137.4, 70.0 / 75.1; T=256
-// (4.6) 220.1 / 202.2, 111.9 / 108.7; TP8xEP4 GEMM1 T=16 30.4 / 32.7, T=64 77.0 / 78.6, T=224
-// 114.3 / 106.2.
+// With the kSmall kernels the ring also takes up to kDecodeSmallBulkMeanRowsX2 / 2 rows per
+// expert on average. GEMM-only on the H200 (same run, us, ring / register): EP16 T=16 (0.29 rows
+// per expert) GEMM1 59.6 / 64.7, GEMM2 32.9 / 41.7; T=64 (1.14) 138.3 / 137.4, 70.0 / 75.1; T=256
+// (4.6) 220.1 / 202.2, 111.9 / 108.7. End to end on an H100 (thirtieth session, w4a16 us, rule
+// before -> after): EP16 T=16 113.6 -> 111.3, T=32 179.1 -> 175.2, T=64 278.8 -> 268.4; TP8xEP4
+// T=32 113.4 -> 106.8, T=64 155.5 -> 151.0; T=8 and T=96-128 (1.7-2.3 rows) unchanged. The ring
+// everywhere was mixed beyond 1.5 rows (EP16 T=96 -8 us, T=128 +12; TP8xEP4 T=96 +4, T=128 -20).
 constexpr int kDecodeSmallBulkMeanRowsX2 = 3;
-// Test / timing knob: force a mainloop for later launches (0 = the rule above, 3 = the rule
-// widened as kDecodeSmallBulkMeanRowsX2 says); the process starts from MXMOE_DECODE_MAINLOOP
-// (1, 2 or 3) when set, for end-to-end A/B timings.
+// Test / timing knob: force a mainloop for later launches (0 = the rule above); the process
+// starts from MXMOE_DECODE_MAINLOOP (1 or 2) when set, for end-to-end A/B timings.
 void decode_set_mainloop(int m);
 // On by default (bench/NOTES.md D rounds 25-27, twenty-ninth session): launches with small_scales
 // (prepare found no weight scale above 2^1) take kernels compiled without the per-fragment
