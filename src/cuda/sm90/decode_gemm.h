@@ -48,8 +48,9 @@ constexpr int kDecodeBulkMaxSteps = 8;
 // per expert) GEMM1 59.6 / 64.7, GEMM2 32.9 / 41.7; T=64 (1.14) 138.3 / 137.4, 70.0 / 75.1; T=256
 // (4.6) 220.1 / 202.2, 111.9 / 108.7. End to end on an H100 (thirtieth session, w4a16 us, rule
 // before -> after): EP16 T=16 113.6 -> 111.3, T=32 179.1 -> 175.2, T=64 278.8 -> 268.4; TP8xEP4
-// T=32 113.4 -> 106.8, T=64 155.5 -> 151.0; T=8 and T=96-128 (1.7-2.3 rows) unchanged. The ring
-// everywhere was mixed beyond 1.5 rows (EP16 T=96 -8 us, T=128 +12; TP8xEP4 T=96 +4, T=128 -20).
+// T=32 113.4 -> 106.8, T=64 155.5 -> 151.0; T=8 and T=96-128 (1.7-2.3 rows) unchanged; on the
+// H200 EP16 T=64 231.4 -> 218.4 (two sessions' tables). Beyond 1.5 rows the ring is mixed and not
+// monotonic in rows (H200, TP8xEP4: +7% at T=96, -7% at T=128, +6% at T=256; bench/NOTES.md).
 constexpr int kDecodeSmallBulkMeanRowsX2 = 3;
 // Test / timing knob: force a mainloop for later launches (0 = the rule above); the process
 // starts from MXMOE_DECODE_MAINLOOP (1 or 2) when set, for end-to-end A/B timings.
