@@ -24,6 +24,7 @@
 // dispatcher falls back to the separate kernels otherwise); H % 32 == 0; k <= 64.
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 
 #include "smxx/cta_scan.cuh"
 #include "smxx/glue.h"
@@ -40,6 +41,18 @@ constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kSmemBudget = 48 * 1024;  // no opt-in attribute needed (graph-capture friendly)
 constexpr int kMaxQuantCtas = 128;
+// Timing knob (same-binary A/Bs, bench/NOTES.md thirtieth session): MXMOE_PROLOGUE_QUANT_CTAS=n
+// (1..kMaxQuantCtas) caps the quantize CTAs at n instead. Each CTA of this kernel takes a whole
+// SM's registers, so the cap also sets how many SMs GEMM1's CTAs, launched under PDL at the
+// prologue's start, find free. Read once; the plan stays a function of sizes (graph-safe).
+int max_quant_ctas() {
+  static const int cap = [] {
+    const char* env = std::getenv("MXMOE_PROLOGUE_QUANT_CTAS");
+    const int v = env != nullptr ? std::atoi(env) : 0;
+    return v >= 1 && v <= kMaxQuantCtas ? v : kMaxQuantCtas;
+  }();
+  return cap;
+}
 constexpr int kMaxScanSeg = 16;         // experts per thread in the offsets scan (<= 8192 / 512)
 
 template <bool kF32, bool kVec>
@@ -174,7 +187,7 @@ PrologueShape prologue_plan(int T, int k, int num_experts_total, int expert_coun
   s.ok = true;
   s.chunks = static_cast<int>(chunks);
   s.route_warps = static_cast<int>(route_warps);
-  s.quant_ctas = std::min(T, kMaxQuantCtas);
+  s.quant_ctas = std::min(T, max_quant_ctas());
   const int64_t route_words =
       route_warps > 0 ? route_warps * route_scratch_words(num_experts_total) : 0;
   s.smem_bytes = 4 * static_cast<size_t>(std::max<int64_t>(route_words, chunks * El + El + 1));
