@@ -40,16 +40,22 @@ namespace {
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kSmemBudget = 48 * 1024;  // no opt-in attribute needed (graph-capture friendly)
+// At most kQuantCtas CTAs quantize (or copy) the token rows, each looping over its rows. Each CTA
+// of this kernel takes most of an SM's registers (512 threads), so the count also sets how many
+// SMs the decode GEMM1's CTAs, launched under PDL at the prologue's start, find free: with one
+// CTA per token up to 128 (before), TP8xEP4 T=128 left GEMM1 3 free SMs and ran ~17 us longer
+// than its kernels' sum. Same binary on an H100 (bench/NOTES.md, thirtieth session; us, w4a16,
+// 128 -> 32): TP8xEP4 T=128 215.6 -> 200.8, T=192 224.5 -> 214.3, T=256 233.5 -> 223.6; EP16
+// T=192 387.8 -> 378.6; T <= 96 within +-0.9% (w4a8 included). MXMOE_PROLOGUE_QUANT_CTAS=n
+// (1..kMaxQuantCtas) replaces it for same-binary A/Bs; read once, so the plan stays a function
+// of sizes (graph-safe).
+constexpr int kQuantCtas = 32;
 constexpr int kMaxQuantCtas = 128;
-// Timing knob (same-binary A/Bs, bench/NOTES.md thirtieth session): MXMOE_PROLOGUE_QUANT_CTAS=n
-// (1..kMaxQuantCtas) caps the quantize CTAs at n instead. Each CTA of this kernel takes a whole
-// SM's registers, so the cap also sets how many SMs GEMM1's CTAs, launched under PDL at the
-// prologue's start, find free. Read once; the plan stays a function of sizes (graph-safe).
 int max_quant_ctas() {
   static const int cap = [] {
     const char* env = std::getenv("MXMOE_PROLOGUE_QUANT_CTAS");
     const int v = env != nullptr ? std::atoi(env) : 0;
-    return v >= 1 && v <= kMaxQuantCtas ? v : kMaxQuantCtas;
+    return v >= 1 && v <= kMaxQuantCtas ? v : kQuantCtas;
   }();
   return cap;
 }
