@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -842,6 +843,13 @@ TEST(GpuPrologue, PlanFallsBackOutsideItsBounds) {
   EXPECT_EQ(smxx::prologue_plan(2, 16, 2048, 56, true).route_warps, 2);  // shared-memory keys: 6 warps
   EXPECT_TRUE(smxx::prologue_plan(7, 16, 2048, 56, true).route_first);
   EXPECT_EQ(smxx::prologue_plan(64, 16, 896, 56, true).route_warps, 0);
+  // Quantize CTAs: one per token up to 32 (each takes most of an SM; GEMM1's early CTAs need the
+  // rest: bench/NOTES.md G round 13), unless MXMOE_PROLOGUE_QUANT_CTAS sets the cap for an A/B.
+  if (std::getenv("MXMOE_PROLOGUE_QUANT_CTAS") == nullptr) {
+    EXPECT_EQ(smxx::prologue_plan(8, 16, 896, 56, false).quant_ctas, 8);
+    EXPECT_EQ(smxx::prologue_plan(32, 16, 896, 56, false).quant_ctas, 32);
+    EXPECT_EQ(smxx::prologue_plan(128, 16, 896, 224, false).quant_ctas, 32);
+  }
   // The routing warps' scratch fits the CTA's shared memory, however few the counters: the
   // register keys' select scratch (route_scratch_words) per warp, or E keys per warp.
   for (int El : {1, 56}) {
