@@ -8,13 +8,13 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <type_traits>
 
 #include "sm90/decode_gemm.h"
 #include "sm90/decode_bulk_kernel.cuh"  // includes decode_gemm_kernel.cuh
 #include "sm90/tile_heuristic.h"
+#include "smxx/env_knob.h"
 #include "smxx/pdl.cuh"
 
 namespace mxmoe::sm90 {
@@ -33,10 +33,7 @@ int mainloop_from_env() {
   return valid_mainloop(env != nullptr ? std::atoi(env) : 0);
 }
 std::atomic<int> g_mainloop{mainloop_from_env()};
-std::atomic<bool> g_small{[] {
-  const char* env = std::getenv("MXMOE_DECODE_SMALL");
-  return env == nullptr || std::strcmp(env, "0") != 0;
-}()};
+std::atomic<bool> g_small{smxx::env_on_unless_zero("MXMOE_DECODE_SMALL")};
 
 // The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC, a bit set
 // (0..127; the preload and own inputs build on kDecodeSpecTiles; kDecodeSpecSmall stands alone).

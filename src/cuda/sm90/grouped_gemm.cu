@@ -20,6 +20,7 @@
 #include "sm90/grouped_gemm_kernel.cuh"
 #include "sm90/grouped_gemm_ws_kernel.cuh"
 #include "sm90/tile_heuristic.h"
+#include "smxx/env_knob.h"
 #include "smxx/pdl.cuh"
 
 namespace mxmoe::sm90 {
@@ -103,10 +104,7 @@ WsOverlap ws_overlap() {
 
 // On unless MXMOE_SM90_WS_SMALL=0 (grouped_gemm.h, ws_set_small): launches with small_scales
 // take the kernels compiled without the per-fragment big-scale test (kSmall).
-std::atomic<bool> g_ws_small{[] {
-  const char* env = std::getenv("MXMOE_SM90_WS_SMALL");
-  return env == nullptr || std::strcmp(env, "0") != 0;
-}()};
+std::atomic<bool> g_ws_small{smxx::env_on_unless_zero("MXMOE_SM90_WS_SMALL")};
 
 // The warp-specialized kernel of a launch: GEMM1 with BF16 h or the MXFP8 epilogue; GEMM2 with
 // or without its out_token table, its weights through the slots or registers.
