@@ -359,11 +359,7 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
       return smxx::situ_coeffs(p.beta[ti.e], p.linear_beta[ti.e]);
     }();
     float v[4];
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      v[2 * j] = smxx::situ_glu_dev(d[4 * j], d[4 * j + 2], sc);
-      v[2 * j + 1] = smxx::situ_glu_dev(d[4 * j + 1], d[4 * j + 3], sc);
-    }
+    smxx::situ_glu_fragment<2>(v, d, sc);
     if (p.mxfp8_out) {
       float* sAmax = reinterpret_cast<float*>(smem + L::kAmax);
 #pragma unroll

@@ -307,11 +307,7 @@ __global__ void __launch_bounds__(WGS * kWarpgroup, min_blocks(BN, WGS))
       // intermediates of a token are one MX block ----
       const smxx::SituCoeffs sc = smxx::situ_coeffs(p.beta[e], p.linear_beta[e]);
       float v[BN / 4];
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        v[2 * j] = smxx::situ_glu_dev(acc[4 * j], acc[4 * j + 2], sc);
-        v[2 * j + 1] = smxx::situ_glu_dev(acc[4 * j + 1], acc[4 * j + 3], sc);
-      }
+      smxx::situ_glu_fragment<BN / 8>(v, acc, sc);
       uint8_t* sCodes = smem;
       float* sAmax = reinterpret_cast<float*>(smem + BN * kCodePitch) + wg * 4 * BN;  // [4][BN]
 #pragma unroll

@@ -326,11 +326,7 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
       // ---- SiTU-GLU (+ MXFP8) epilogue: d[4j + {0,1}] gate, d[4j + {2,3}] up ----
       const smxx::SituCoeffs sc = smxx::situ_coeffs(p.beta[e], p.linear_beta[e]);
       float v[BN / 4];
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        v[2 * j] = smxx::situ_glu_dev(d[4 * j], d[4 * j + 2], sc);
-        v[2 * j + 1] = smxx::situ_glu_dev(d[4 * j + 1], d[4 * j + 3], sc);
-      }
+      smxx::situ_glu_fragment<BN / 8>(v, d, sc);
       if (p.mxfp8_out) {
         // The tile's 32 intermediates of a token are one MX block: max over g (lanes with equal
         // t) by shuffles, then over the 4 warps through shared memory.

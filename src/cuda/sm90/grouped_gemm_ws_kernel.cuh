@@ -578,11 +578,7 @@ struct WsTileRunner {
       // ---- SiTU-GLU (+ MXFP8) epilogue: d[4j + {0,1}] gate, d[4j + {2,3}] up ----
       const smxx::SituCoeffs sc = smxx::situ_coeffs(beta_e, linear_beta_e);
       float v[N / 4];
-#pragma unroll
-      for (int j = 0; j < N / 8; ++j) {
-        v[2 * j] = smxx::situ_glu_dev(d[4 * j], d[4 * j + 2], sc);
-        v[2 * j + 1] = smxx::situ_glu_dev(d[4 * j + 1], d[4 * j + 3], sc);
-      }
+      smxx::situ_glu_fragment<N / 8>(v, d, sc);
       if (!kBf16H && p.mxfp8_out) {
         // The tile's 32 intermediates of a token are one MX block: 8 lanes (g) of each of this
         // consumer's 4 warps hold one each. (1) The max over g as a reduce-scatter: three
