@@ -14,17 +14,20 @@
 //    with the sign of z, which is the accurate tanhf's own split (MUFU.EX2 + MUFU.RCP) minus its
 //    saturation test: past |z| = 9 the quotient is under an ulp of 1 and past ~44 e^(2|z|) is
 //    +inf, 2 / inf = 0, so the expression saturates by itself.
-// ~37 instructions per element instead of ~47 with the toolkit's tanhf and __fdividef (6 MUFU
-// either way). Accuracy: tests/gpu/test_situ_device.cpp checks < 2e-6 relative against the
-// double formula over the CPU test's grid (docs/NUMERICS.md), never tanh.approx.
+// In a 40-element loop (a 160-wide tile's thread) 1856 instructions where the toolkit's tanhf
+// and __fdividef took 2136 (6 MUFU per element either way; bench/NOTES.md P round 25).
+// Accuracy: tests/gpu/test_situ_device.cpp checks < 2e-6 relative against the double formula
+// over the CPU test's grid (docs/NUMERICS.md), never tanh.approx.
 #pragma once
 
 #include "smxx/situ_tanh_poly.h"
 
 namespace mxmoe::smxx {
 
-// Per tile. two and p3 are constants the compiler cannot see as such (mov.b32 through asm): an
-// FFMA takes one immediate, and as immediates they were rematerialized by a MOV per element.
+// Per tile. two and p3 are FFMA operands that should sit in registers: an FFMA takes one
+// immediate, and as immediates they cost a MOV per use. The asm mov hides them from the
+// front end; ptxas still sees p3's value and rematerializes it per use (a runtime value such as
+// fmaf(0, beta, k) removes those MOVs too: branch wip/situ-constants, bench/NOTES.md).
 struct SituCoeffs {
   float inv_beta, inv_linear_beta, scale;  // 1 / beta, 1 / linear_beta, beta * linear_beta
   float two, p3;                           // 2, kSituTanhP3
@@ -81,7 +84,9 @@ __device__ __forceinline__ float situ_glu_dev(float g, float u, const SituCoeffs
 // linear_beta = 25 is a clamp for outliers), the up halves take the polynomial alone: the same
 // bits as situ_up (its branch would pick the polynomial for each of them; the test is made on
 // fl(max |u| / linear_beta), which bounds every fl(|u| / linear_beta)), ~8 instructions fewer
-// per element. The vote spans the active lanes (all 32 in every epilogue).
+// per element. The vote spans the active lanes (all 32 in every epilogue). Measured against the
+// general path alone (bench/NOTES.md P round 25, H100): ~1% faster at ep16 T=4096-8192 in two
+// of three readings.
 template <int J, bool kVote = (MXMOE_SITU_UP_VOTE != 0)>
 __device__ __forceinline__ void situ_glu_fragment(float* v, const float* d, const SituCoeffs& c) {
   bool small = false;
