@@ -28,11 +28,7 @@ constexpr int kReduceCostSteps = 24;
 // Forced mainloop (0 = the rule). Starts from MXMOE_DECODE_MAINLOOP=1|2 so an end-to-end
 // `mxmoe bench` run can time the choices in one device session; tests set it directly.
 int valid_mainloop(int m) { return m == kDecodeBulkRing || m == kDecodeRegStream ? m : 0; }
-int mainloop_from_env() {
-  const char* env = std::getenv("MXMOE_DECODE_MAINLOOP");
-  return valid_mainloop(env != nullptr ? std::atoi(env) : 0);
-}
-std::atomic<int> g_mainloop{mainloop_from_env()};
+std::atomic<int> g_mainloop{valid_mainloop(smxx::env_int("MXMOE_DECODE_MAINLOOP", 0))};
 std::atomic<bool> g_small{smxx::env_on_unless_zero("MXMOE_DECODE_SMALL")};
 
 // The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC, a bit set

@@ -1,6 +1,6 @@
 // src/cuda/smxx/env_knob.h: host-side parsing of the MXMOE_* timing knobs that start the process
-// with a kernel family on or off (same-binary A/Bs); each launcher keeps its knob in a
-// file-scope atomic initialized from here once, so launches never read the environment.
+// with a kernel family on or off or a count replaced (same-binary A/Bs); each caller reads its
+// knob once (a file-scope atomic or a function-local static) and validates the value itself.
 #pragma once
 
 #include <cstdlib>
@@ -13,6 +13,12 @@ namespace mxmoe::smxx {
 inline bool env_on_unless_zero(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
+// The variable as an integer (std::atoi), or fallback when it is unset.
+inline int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoi(v) : fallback;
 }
 
 }  // namespace mxmoe::smxx

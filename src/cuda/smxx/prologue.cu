@@ -24,9 +24,9 @@
 // dispatcher falls back to the separate kernels otherwise); H % 32 == 0; k <= 64.
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 
 #include "smxx/cta_scan.cuh"
+#include "smxx/env_knob.h"
 #include "smxx/glue.h"
 #include "smxx/group_pairs.cuh"
 #include "smxx/pdl.cuh"
@@ -53,8 +53,7 @@ constexpr int kQuantCtas = 32;
 constexpr int kMaxQuantCtas = 128;
 int max_quant_ctas() {
   static const int cap = [] {
-    const char* env = std::getenv("MXMOE_PROLOGUE_QUANT_CTAS");
-    const int v = env != nullptr ? std::atoi(env) : 0;
+    const int v = env_int("MXMOE_PROLOGUE_QUANT_CTAS", 0);
     return v >= 1 && v <= kMaxQuantCtas ? v : kQuantCtas;
   }();
   return cap;
