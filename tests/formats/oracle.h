@@ -68,4 +68,11 @@ void quantize_block(const float* x, double max_code, Encode encode, uint8_t* sca
   for (int i = 0; i < 32; ++i) codes[i] = encode(std::ldexp(static_cast<double>(x[i]), -E));
 }
 
+// SiTU-GLU in double (KIMI_K3.md): beta * tanh(g / beta) * sigmoid(g) * lbeta * tanh(u / lbeta),
+// no clamp and no +1; the one formula every SiTU test (CPU codec, fp64 experts, GPU epilogue)
+// holds the library to.
+inline double situ_double(double g, double u, double beta, double lbeta) {
+  return beta * std::tanh(g / beta) / (1.0 + std::exp(-g)) * lbeta * std::tanh(u / lbeta);
+}
+
 }  // namespace oracle

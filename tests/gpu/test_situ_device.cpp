@@ -15,7 +15,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../reference/fixture.h"  // situ_double: the double formula
+#include "../formats/oracle.h"  // situ_double: the double formula
 #include "gpu_test_util.h"
 #include "mxmoe/formats.h"
 #include "smxx/situ_device.cuh"
@@ -95,7 +95,7 @@ TEST(GpuSituDevice, AgreesWithDoubleFormulaOnTheCpuTestsGrid) {
   double worst = 0;
   size_t worst_i = 0, zero_mismatch = 0;
   for (size_t i = 0; i < g.size(); ++i) {
-    const double ref = fixture::situ_double(g[i], u[i], b[i], l[i]);
+    const double ref = oracle::situ_double(g[i], u[i], b[i], l[i]);
     if (ref == 0) {
       zero_mismatch += got[i] != 0.0f;
       continue;
@@ -180,7 +180,7 @@ TEST(GpuSituDevice, FragmentLoopGivesTheElementwiseBitsOnBothPaths) {
       for (int j = 0; j < kJ; ++j)
         for (int h = 0; h < 2; ++h) {
           const float* d = &src[(w * 32 + lane) * 4 * kJ];
-          const double ref = fixture::situ_double(d[4 * j + h], d[4 * j + 2 + h], 4.0, lbeta);
+          const double ref = oracle::situ_double(d[4 * j + h], d[4 * j + 2 + h], 4.0, lbeta);
           const float got = out[0][(w * 32 + lane) * 2 * kJ + 2 * j + h];
           if (ref != 0) worst = std::max(worst, std::fabs(got - ref) / std::fabs(ref));
         }

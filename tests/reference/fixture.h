@@ -186,9 +186,7 @@ inline std::vector<double> mxfp8_round(const std::vector<double>& x) {
   return out;
 }
 
-inline double situ_double(double g, double u, double beta, double lbeta) {
-  return beta * std::tanh(g / beta) / (1.0 + std::exp(-g)) * lbeta * std::tanh(u / lbeta);
-}
+using oracle::situ_double;
 
 // sqrt(sum (a - b)^2 / sum b^2): the relative RMS error against the fp64 result b.
 template <class A, class B>

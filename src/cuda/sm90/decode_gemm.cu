@@ -38,11 +38,8 @@ int valid_spec(int m) {
   if ((m & kDecodeSpecSmall) != 0) return kDecodeSpecSmall;
   return (m & (kDecodeSpecPreload | kDecodeSpecOwnInputs)) != 0 ? m | kDecodeSpecTiles : m;
 }
-int spec_from_env() {
-  const char* env = std::getenv("MXMOE_DECODE_SPEC");
-  return env != nullptr ? valid_spec(std::atoi(env)) : kDecodeSpecDefault;
-}
-std::atomic<int> g_spec{spec_from_env()};
+// (valid_spec(kDecodeSpecDefault) is the default itself.)
+std::atomic<int> g_spec{valid_spec(smxx::env_int("MXMOE_DECODE_SPEC", kDecodeSpecDefault))};
 
 // MXMOE_DECODE_TRACE (set: on): each decode launch's choices to stderr when they differ from
 // the previous launch of the same GEMM, to see which kernels a benchmark or a chain runs.

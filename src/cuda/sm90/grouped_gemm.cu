@@ -170,12 +170,11 @@ cudaError_t launch_ws(const KernelArgs& a, int num_sms, cudaStream_t stream, con
 
 // MXMOE_SM90_WS_CAP=128|160 replaces the heuristic's prefill choice (the one-warpgroup kernel
 // or the warp-specialized one), for same-binary timing A/Bs
-// (tests/gpu/sm90_bench_grouped_gemm.cpp, mxmoe bench); an explicit tile_n is left alone.
+// (tests/gpu/sm90_bench_grouped_gemm.cpp, mxmoe bench); an explicit tile_n is left alone. Read
+// once per process, not per dispatch.
 int ws_cap_override(int bn) {
-  const char* env = std::getenv("MXMOE_SM90_WS_CAP");
-  if (env == nullptr || bn < 128) return bn;
-  const int v = std::atoi(env);
-  return v == 128 || v == 160 ? v : bn;
+  static const int cap = smxx::env_int("MXMOE_SM90_WS_CAP", 0);
+  return bn >= 128 && (cap == 128 || cap == 160) ? cap : bn;
 }
 
 template <bool kGemm1>
