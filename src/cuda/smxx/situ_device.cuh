@@ -24,24 +24,18 @@
 
 namespace mxmoe::smxx {
 
-// Per tile. two and p3 are FFMA operands that should sit in registers: an FFMA takes one
-// immediate, and as immediates they cost a MOV per use. The asm mov hides them from the
-// front end; ptxas still sees p3's value and rematerializes it per use (a runtime value such as
-// fmaf(0, beta, k) removes those MOVs too: branch wip/situ-constants, bench/NOTES.md).
+// Per tile. two and p3 are constants held in registers: an FFMA takes one immediate, so as
+// immediates they cost a MOV per use (per element and tanh; ptxas rematerializes a constant it
+// can see, even through an asm mov). fmaf(0, beta, k) is k for every finite beta and cannot be
+// folded (0 * inf is NaN); a non-finite beta makes the whole SiTU NaN anyway.
 struct SituCoeffs {
   float inv_beta, inv_linear_beta, scale;  // 1 / beta, 1 / linear_beta, beta * linear_beta
   float two, p3;                           // 2, kSituTanhP3
 };
 
-__device__ __forceinline__ float opaque_f32(float x) {
-  float r;
-  asm("mov.b32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-
 __device__ __forceinline__ SituCoeffs situ_coeffs(float beta, float linear_beta) {
-  return {1.0f / beta, 1.0f / linear_beta, beta * linear_beta, opaque_f32(2.0f),
-          opaque_f32(kSituTanhP3)};
+  return {1.0f / beta, 1.0f / linear_beta, beta * linear_beta, fmaf(0.0f, beta, 2.0f),
+          fmaf(0.0f, beta, kSituTanhP3)};
 }
 
 __device__ __forceinline__ float rcp_approx_ftz(float x) {
