@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh: the one script for the lent H200: configure (CUDA on, carried .deps),
-# build the GPU targets, run every GPU test (ctest -L gpu), generate a small real-width
-# checkpoint and run `mxmoe check` on it (full layer and an EP slice), then print a short
-# summary table LAST.
+# build the GPU targets, run every GPU test (label gpu: each GoogleTest binary once, the rest
+# through ctest), generate a small real-width checkpoint and run `mxmoe check` on it (full layer
+# and an EP slice), then print a short summary table LAST.
 #
 # Run on the device as:  bash scripts/gpu_check.sh          (carry [".deps"])
 # Logs go to $OUT (the device tool's folder that comes back), else to build-gpu/logs.
 # Environment: MXMOE_GPU_JOBS (ninja -j, default 16), MXMOE_GPU_TESTS (a ctest -R regex to run
-# a subset), MXMOE_TEST_TIMEOUT (seconds per test, default 300), MXMOE_GPU_BENCH (flags for an
-# `mxmoe bench` run after the tests; its table is printed last), MXMOE_GPU_MICRO=1 (also build
-# and run the FP8 wgmma and the decode weight-stream microbenchmarks: wgmma_depth.txt,
-# decode_streams.txt), MXMOE_GPU_TIMELINE=1 (also a timeline build of the decode kernels and their
-# GEMM1 -> GEMM2 chain timeline: timeline.txt).
+# a subset through ctest, one process per test), MXMOE_GPU_CTEST=1 (the whole suite that way),
+# MXMOE_TEST_TIMEOUT (seconds per ctest test, default 300), MXMOE_BIN_TIMEOUT (seconds per
+# GoogleTest binary, default 480), MXMOE_GPU_BENCH (flags for an `mxmoe bench` run after the
+# tests; its table is printed last), MXMOE_GPU_MICRO=1 (also build and run the FP8 wgmma and the
+# decode weight-stream microbenchmarks: wgmma_depth.txt, decode_streams.txt),
+# MXMOE_GPU_TIMELINE=1 (also a timeline build of the decode kernels and their GEMM1 -> GEMM2
+# chain timeline: timeline.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -43,6 +45,7 @@ targets=(mxmoe)
 ninja -C "$B" -t targets all > "$B/targets.txt" 2>/dev/null
 # Every GPU test executable declared in tests/gpu/CMakeLists.txt, plus the bench.
 gpu_tests=$(sed -n 's/^ *mxmoe_add_test(\([A-Za-z0-9_]*\).*/\1/p' tests/gpu/CMakeLists.txt)
+gpu_gtest_bins=$(sed -n 's/^ *mxmoe_add_test(\([A-Za-z0-9_]*\) LABEL gpu.*/\1/p' tests/gpu/CMakeLists.txt)
 for t in $gpu_tests mxmoe_bench_cli; do
   grep -q "^$t:" "$B/targets.txt" && targets+=("$t")
 done
@@ -53,19 +56,52 @@ fi
 spills=$(grep -c "bytes spill" "$LOG/build.log" || true)
 note "build: ok (${targets[*]}), spill warnings: $spills, $(elapsed)"
 
-ctest_args=(--test-dir "$B" -L gpu --output-on-failure --timeout "${MXMOE_TEST_TIMEOUT:-300}")
-[ -n "${MXMOE_GPU_TESTS:-}" ] && ctest_args+=(-R "$MXMOE_GPU_TESTS")
-ctest "${ctest_args[@]}" > "$LOG/ctest.log" 2>&1
-ctest_rc=$?
-# ctest --output-on-failure hides passing tests' output: rerun nothing, but collect the metric
-# lines from the per-test logs ctest keeps.
-grep -h "^\[metrics\]\|^\[route\]\|^\[determinism\]\|^\[arch\]\|^\[issue-bar\]" "$B/Testing/Temporary/LastTest.log" \
-  > "$LOG/metrics.txt" 2>/dev/null || true
-tests_line=$(grep -E "tests passed|tests failed" "$LOG/ctest.log" | tail -1)
-skipped=$(grep -c "Skipped\|NOT run" "$LOG/ctest.log" || true)
-note "gpu tests: ${tests_line:-no ctest summary} (rc $ctest_rc), skip lines: $skipped, $(elapsed)"
-grep -E "\*\*\*Failed|Timeout|Exception" "$LOG/ctest.log" | head -10 | sed 's/^/   /'
-bars_failed=$(grep -c "Failure" "$B/Testing/Temporary/LastTest.log" 2>/dev/null || true)
+metric_re="^\[metrics\]\|^\[route\]\|^\[determinism\]\|^\[arch\]\|^\[issue-bar\]"
+if [ -n "${MXMOE_GPU_TESTS:-}" ] || [ -n "${MXMOE_GPU_CTEST:-}" ]; then
+  # A subset (ctest -R), or every test in its own process (MXMOE_GPU_CTEST=1).
+  ctest_args=(--test-dir "$B" -L gpu --output-on-failure --timeout "${MXMOE_TEST_TIMEOUT:-300}")
+  [ -n "${MXMOE_GPU_TESTS:-}" ] && ctest_args+=(-R "$MXMOE_GPU_TESTS")
+  ctest "${ctest_args[@]}" > "$LOG/ctest.log" 2>&1
+  ctest_rc=$?
+  # ctest --output-on-failure hides passing tests' output: collect the metric lines from the
+  # per-test logs ctest keeps.
+  grep -h "$metric_re" "$B/Testing/Temporary/LastTest.log" > "$LOG/metrics.txt" 2>/dev/null || true
+  tests_line=$(grep -E "tests passed|tests failed" "$LOG/ctest.log" | tail -1)
+  skipped=$(grep -c "Skipped\|NOT run" "$LOG/ctest.log" || true)
+  note "gpu tests: ${tests_line:-no ctest summary} (rc $ctest_rc), skip lines: $skipped, $(elapsed)"
+  grep -E "\*\*\*Failed|Timeout|Exception" "$LOG/ctest.log" | head -10 | sed 's/^/   /'
+  bars_failed=$(grep -c "Failure" "$B/Testing/Temporary/LastTest.log" 2>/dev/null || true)
+else
+  # The whole suite: each GoogleTest binary once (ctest runs one process per test case, and on
+  # the device ~0.35 s of each of the ~520 cases was process and CUDA start-up: 354 s in all,
+  # thirty-second session), then the GPU tests that are not GoogleTest cases (names without a
+  # dot: bench_smoke) through ctest. Same tests, same pass criteria; a binary that dies without
+  # GoogleTest's summary counts as failed.
+  : > "$LOG/metrics.txt"
+  ctest_rc=0 passed=0 failed=0 skipped=0 bars_failed=0 bins=0
+  for t in $gpu_gtest_bins; do
+    exe="$B/tests/gpu/$t"
+    [ -x "$exe" ] || continue
+    bins=$((bins + 1))
+    timeout "${MXMOE_BIN_TIMEOUT:-480}" "$exe" > "$LOG/gtest_$t.log" 2>&1
+    r=$?
+    n_ok=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\.$/\1/p' "$LOG/gtest_$t.log" | tail -1)
+    n_fail=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?, listed below:$/\1/p' "$LOG/gtest_$t.log" | tail -1)
+    n_skip=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\?, listed below:$/\1/p' "$LOG/gtest_$t.log" | tail -1)
+    passed=$((passed + ${n_ok:-0})) failed=$((failed + ${n_fail:-0})) skipped=$((skipped + ${n_skip:-0}))
+    grep -h "$metric_re" "$LOG/gtest_$t.log" >> "$LOG/metrics.txt"
+    bars_failed=$((bars_failed + $(grep -c "Failure" "$LOG/gtest_$t.log" || true)))
+    if [ "$r" != 0 ] || [ -z "$n_ok" ]; then
+      ctest_rc=1
+      echo "   $t: rc $r$([ -z "$n_ok" ] && echo ", no GoogleTest summary (crashed or timed out)")"
+      grep "^\[  FAILED  \] [A-Za-z]" "$LOG/gtest_$t.log" | sort -u | head -10 | sed 's/^/   /'
+    fi
+  done
+  ctest --test-dir "$B" -L gpu -R '^[^.]+$' --output-on-failure \
+    --timeout "${MXMOE_TEST_TIMEOUT:-900}" > "$LOG/ctest.log" 2>&1 || ctest_rc=1
+  other=$(grep -E "tests passed|tests failed" "$LOG/ctest.log" | tail -1)
+  note "gpu tests: $passed passed, $failed failed, $skipped skipped in $bins GoogleTest binaries (rc $ctest_rc); other GPU ctest tests: ${other:-none}, $(elapsed)"
+fi
 
 CK=/tmp/mxmoe_ckpt
 rm -rf "$CK"
