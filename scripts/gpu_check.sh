@@ -81,7 +81,7 @@ else
   ctest_rc=0 passed=0 failed=0 skipped=0 bars_failed=0 bins=0
   for t in $gpu_gtest_bins; do
     exe="$B/tests/gpu/$t"
-    [ -x "$exe" ] || continue
+    if [ ! -x "$exe" ]; then echo "   $t: not built"; ctest_rc=1; continue; fi
     bins=$((bins + 1))
     timeout "${MXMOE_BIN_TIMEOUT:-480}" "$exe" > "$LOG/gtest_$t.log" 2>&1
     r=$?
