@@ -12,12 +12,11 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "../formats/oracle.h"  // situ_double: the double formula
 #include "gpu_test_util.h"
-#include "mxmoe/formats.h"
+#include "mxmoe/formats.h"  // situ_glu, float_bits
 #include "smxx/situ_device.cuh"
 
 namespace mxmoe::test {
@@ -55,12 +54,6 @@ __global__ void situ_fragment_kernel(const float* src, float beta, float lbeta, 
   float* o = out + (blockIdx.x * 32 + threadIdx.x) * 2 * kJ;
 #pragma unroll
   for (int i = 0; i < 2 * kJ; ++i) o[i] = v[i];
-}
-
-uint32_t bits_of(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
 }
 
 // Evaluates situ_glu_dev on the device for every (g[i], u[i], beta[i], lbeta[i]).
@@ -128,7 +121,7 @@ TEST(GpuSituDevice, EdgesMatchTheHost) {
   for (size_t i = 0; i < cases.size(); ++i) {
     const float want = situ_glu(g[i], u[i], 4.0f, 25.0f);
     if (want == 0.0f || std::isinf(want)) {
-      EXPECT_EQ(bits_of(got[i]), bits_of(want)) << "g " << g[i] << " u " << u[i];
+      EXPECT_EQ(float_bits(got[i]), float_bits(want)) << "g " << g[i] << " u " << u[i];
     } else {
       EXPECT_NEAR(got[i], want, 2e-6 * std::fabs(want)) << "g " << g[i] << " u " << u[i];
     }
@@ -168,8 +161,8 @@ TEST(GpuSituDevice, FragmentLoopGivesTheElementwiseBitsOnBothPaths) {
   }
   size_t diff_vote = 0, diff_plain = 0;
   for (size_t i = 0; i < out[2].size(); ++i) {
-    diff_vote += bits_of(out[0][i]) != bits_of(out[2][i]);
-    diff_plain += bits_of(out[1][i]) != bits_of(out[2][i]);
+    diff_vote += float_bits(out[0][i]) != float_bits(out[2][i]);
+    diff_plain += float_bits(out[1][i]) != float_bits(out[2][i]);
   }
   EXPECT_EQ(diff_vote, 0u) << "voting fragment loop differs from situ_glu_dev";
   EXPECT_EQ(diff_plain, 0u) << "plain fragment loop differs from situ_glu_dev";

@@ -6,23 +6,12 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
+#include "mxmoe/formats.h"  // float_bits, bits_float
 #include "smxx/situ_tanh_poly.h"
 
 namespace mxmoe::smxx {
 namespace {
-
-float from_bits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-uint32_t bits_of(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
 
 // Error of got against tanh(z) in units of the fp32 spacing at the true value.
 double ulp_error(float z, float got) {
@@ -34,16 +23,16 @@ double ulp_error(float z, float got) {
 TEST(SituTanhPoly, EveryFloatBelowTheBranchPoint) {
   double worst = 0;
   float worst_z = 0;
-  const uint32_t lo = bits_of(std::ldexp(1.0f, -12)), hi = bits_of(kSituTanhSmall);
+  const uint32_t lo = float_bits(std::ldexp(1.0f, -12)), hi = float_bits(kSituTanhSmall);
   for (uint32_t b = lo; b < hi; ++b) {
-    const float z = from_bits(b);
+    const float z = bits_float(b);
     const double e = ulp_error(z, situ_tanh_small(z));
     if (e > worst) worst = e, worst_z = z;
   }
   // Below 2^-12, z^3 / 3 is under 2^-25 z: the result is z or its neighbour. Sampled.
-  for (uint32_t b = bits_of(1e-30f); b < lo; b += 97) {
-    const double e = ulp_error(from_bits(b), situ_tanh_small(from_bits(b)));
-    if (e > worst) worst = e, worst_z = from_bits(b);
+  for (uint32_t b = float_bits(1e-30f); b < lo; b += 97) {
+    const double e = ulp_error(bits_float(b), situ_tanh_small(bits_float(b)));
+    if (e > worst) worst = e, worst_z = bits_float(b);
   }
   // The fit's bound (situ_tanh_poly.h): 1.86 ulp at z = 0.4827. 2 ulp is the bar.
   EXPECT_LT(worst, 2.0) << "worst at z = " << worst_z;
@@ -52,10 +41,10 @@ TEST(SituTanhPoly, EveryFloatBelowTheBranchPoint) {
 
 TEST(SituTanhPoly, OddAndExactAtZero) {
   for (float z : {0.5f, 0.1f, 1e-3f, 0.59999996f}) {
-    EXPECT_EQ(bits_of(situ_tanh_small(-z)), bits_of(-situ_tanh_small(z))) << z;
+    EXPECT_EQ(float_bits(situ_tanh_small(-z)), float_bits(-situ_tanh_small(z))) << z;
   }
-  EXPECT_EQ(bits_of(situ_tanh_small(0.0f)), bits_of(0.0f));
-  EXPECT_EQ(bits_of(situ_tanh_small(-0.0f)), bits_of(-0.0f));
+  EXPECT_EQ(float_bits(situ_tanh_small(0.0f)), float_bits(0.0f));
+  EXPECT_EQ(float_bits(situ_tanh_small(-0.0f)), float_bits(-0.0f));
 }
 
 }  // namespace

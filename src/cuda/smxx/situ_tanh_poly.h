@@ -10,11 +10,7 @@
 
 #include <cmath>
 
-#if defined(__CUDACC__)
-#define MXMOE_SITU_HD __host__ __device__ __forceinline__
-#else
-#define MXMOE_SITU_HD inline
-#endif
+#include "mxmoe/common.h"  // MXMOE_HD
 
 namespace mxmoe::smxx {
 
@@ -28,7 +24,7 @@ constexpr float kSituTanhP3 = 0.015612414106726646f;
 // and device give the same bits. z^2 P is formed as fmaf(P, z^2, +0), which is +0 (not P's -0)
 // at z = +-0, so that z + z * (+0) keeps the sign of a zero z: tanh(-0) = -0, as tanhf gives.
 // p3 is kSituTanhP3 (a parameter so that the GPU can pass it in a register).
-MXMOE_SITU_HD float situ_tanh_small(float z, float p3 = kSituTanhP3) {
+MXMOE_HD float situ_tanh_small(float z, float p3 = kSituTanhP3) {
   const float s = z * z;
   float p = fmaf(p3, s, kSituTanhP2);
   p = fmaf(p, s, kSituTanhP1);
