@@ -5,7 +5,10 @@
 # and an EP slice), then print a short summary table LAST.
 #
 # Run on the device as:  bash scripts/gpu_check.sh          (carry [".deps"])
-# Logs go to $OUT (the device tool's folder that comes back), else to build-gpu/logs.
+# Logs go to $OUT (the device tool's folder that comes back, at most 8 files), else to
+# build-gpu/logs: build, gtest (every GoogleTest binary's output, concatenated), ctest, metrics,
+# check_full, check_ep, bench.log/.csv. The side logs (gpu.txt, configure, gen, one file per
+# GoogleTest binary) stay in build-gpu/logs on the device; a failing step copies its own to $OUT.
 # Environment: MXMOE_GPU_JOBS (ninja -j, default 16), MXMOE_GPU_TESTS (a ctest -R regex to run
 # a subset through ctest, one process per test), MXMOE_GPU_CTEST=1 (the whole suite that way),
 # MXMOE_TEST_TIMEOUT (seconds per ctest test, default 300), MXMOE_BIN_TIMEOUT (seconds per
@@ -19,7 +22,8 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 B=$ROOT/build-gpu
 LOG=${OUT:-$B/logs}
-mkdir -p "$LOG"
+SIDE=$B/logs
+mkdir -p "$LOG" "$SIDE"
 JOBS=${MXMOE_GPU_JOBS:-16}
 t0=$(date +%s)
 declare -a SUMMARY
@@ -27,18 +31,19 @@ note() { SUMMARY+=("$1"); echo "== $1"; }
 elapsed() { echo $(( $(date +%s) - t0 ))s; }
 
 nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader \
-  > "$LOG/gpu.txt" 2>&1 || true
-note "gpu: $(head -1 "$LOG/gpu.txt")"
+  > "$SIDE/gpu.txt" 2>&1 || true
+note "gpu: $(head -1 "$SIDE/gpu.txt")"
 
 deps=()
 [ -d .deps/googletest ] && deps+=(-DMXMOE_GTEST_DIR="$ROOT/.deps/googletest")
 [ -d .deps/json ] && deps+=(-DMXMOE_JSON_INCLUDE="$ROOT/.deps/json")
 if ! cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXMOE_ENABLE_CUDA=ON "${deps[@]}" \
-    > "$LOG/configure.log" 2>&1; then
-  tail -20 "$LOG/configure.log"; note "configure: FAILED (configure.log)"
+    > "$SIDE/configure.log" 2>&1; then
+  cp "$SIDE/configure.log" "$LOG/" 2>/dev/null
+  tail -20 "$SIDE/configure.log"; note "configure: FAILED (configure.log)"
   printf '%s\n' "---- summary ----" "${SUMMARY[@]}"; exit 1
 fi
-grep -q "CUDA kernels ON" "$LOG/configure.log" || note "configure: WARNING CUDA kernels OFF"
+grep -q "CUDA kernels ON" "$SIDE/configure.log" || note "configure: WARNING CUDA kernels OFF"
 
 targets=(mxmoe)
 # (a file, not a pipe into grep -q: with pipefail, grep's early exit would fail the pipeline)
@@ -62,13 +67,13 @@ if [ -n "${MXMOE_GPU_TESTS:-}" ] || [ -n "${MXMOE_GPU_CTEST:-}" ]; then
   ctest_args=(--test-dir "$B" -L gpu --output-on-failure --timeout "${MXMOE_TEST_TIMEOUT:-300}")
   [ -n "${MXMOE_GPU_TESTS:-}" ] && ctest_args+=(-R "$MXMOE_GPU_TESTS")
   ctest "${ctest_args[@]}" > "$LOG/ctest.log" 2>&1
-  ctest_rc=$?
+  tests_rc=$?
   # ctest --output-on-failure hides passing tests' output: collect the metric lines from the
   # per-test logs ctest keeps.
   grep -h "$metric_re" "$B/Testing/Temporary/LastTest.log" > "$LOG/metrics.txt" 2>/dev/null || true
   tests_line=$(grep -E "tests passed|tests failed" "$LOG/ctest.log" | tail -1)
   skipped=$(grep -c "Skipped\|NOT run" "$LOG/ctest.log" || true)
-  note "gpu tests: ${tests_line:-no ctest summary} (rc $ctest_rc), skip lines: $skipped, $(elapsed)"
+  note "gpu tests: ${tests_line:-no ctest summary} (rc $tests_rc), skip lines: $skipped, $(elapsed)"
   grep -E "\*\*\*Failed|Timeout|Exception" "$LOG/ctest.log" | head -10 | sed 's/^/   /'
   bars_failed=$(grep -c "Failure" "$B/Testing/Temporary/LastTest.log" 2>/dev/null || true)
 else
@@ -78,35 +83,38 @@ else
   # dot: bench_smoke) through ctest. Same tests, same pass criteria; a binary that dies without
   # GoogleTest's summary counts as failed.
   : > "$LOG/metrics.txt"
-  ctest_rc=0 passed=0 failed=0 skipped=0 bars_failed=0 bins=0
+  : > "$LOG/gtest.log"
+  tests_rc=0 passed=0 failed=0 skipped=0 bars_failed=0 bins=0
   for t in $gpu_gtest_bins; do
     exe="$B/tests/gpu/$t"
-    if [ ! -x "$exe" ]; then echo "   $t: not built"; ctest_rc=1; continue; fi
+    if [ ! -x "$exe" ]; then echo "   $t: not built"; tests_rc=1; continue; fi
     bins=$((bins + 1))
-    timeout "${MXMOE_BIN_TIMEOUT:-480}" "$exe" > "$LOG/gtest_$t.log" 2>&1
+    glog=$SIDE/gtest_$t.log
+    timeout "${MXMOE_BIN_TIMEOUT:-480}" "$exe" > "$glog" 2>&1
     r=$?
-    n_ok=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\.$/\1/p' "$LOG/gtest_$t.log" | tail -1)
-    n_fail=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?, listed below:$/\1/p' "$LOG/gtest_$t.log" | tail -1)
-    n_skip=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\?, listed below:$/\1/p' "$LOG/gtest_$t.log" | tail -1)
+    { echo "######## $t (rc $r)"; cat "$glog"; } >> "$LOG/gtest.log"
+    n_ok=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\.$/\1/p' "$glog" | tail -1)
+    n_fail=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?, listed below:$/\1/p' "$glog" | tail -1)
+    n_skip=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\?, listed below:$/\1/p' "$glog" | tail -1)
     passed=$((passed + ${n_ok:-0})) failed=$((failed + ${n_fail:-0})) skipped=$((skipped + ${n_skip:-0}))
-    grep -h "$metric_re" "$LOG/gtest_$t.log" >> "$LOG/metrics.txt"
-    bars_failed=$((bars_failed + $(grep -c "Failure" "$LOG/gtest_$t.log" || true)))
+    grep -h "$metric_re" "$glog" >> "$LOG/metrics.txt"
+    bars_failed=$((bars_failed + $(grep -c "Failure" "$glog" || true)))
     if [ "$r" != 0 ] || [ -z "$n_ok" ]; then
-      ctest_rc=1
+      tests_rc=1
       echo "   $t: rc $r$([ -z "$n_ok" ] && echo ", no GoogleTest summary (crashed or timed out)")"
-      grep "^\[  FAILED  \] [A-Za-z]" "$LOG/gtest_$t.log" | sort -u | head -10 | sed 's/^/   /'
+      grep "^\[  FAILED  \] [A-Za-z]" "$glog" | sort -u | head -10 | sed 's/^/   /'
     fi
   done
   ctest --test-dir "$B" -L gpu -R '^[^.]+$' --output-on-failure \
-    --timeout "${MXMOE_TEST_TIMEOUT:-900}" > "$LOG/ctest.log" 2>&1 || ctest_rc=1
+    --timeout "${MXMOE_TEST_TIMEOUT:-900}" > "$LOG/ctest.log" 2>&1 || tests_rc=1
   other=$(grep -E "tests passed|tests failed" "$LOG/ctest.log" | tail -1)
-  note "gpu tests: $passed passed, $failed failed, $skipped skipped in $bins GoogleTest binaries (rc $ctest_rc); other GPU ctest tests: ${other:-none}, $(elapsed)"
+  note "gpu tests: $passed passed, $failed failed, $skipped skipped in $bins GoogleTest binaries (rc $tests_rc); other GPU ctest tests: ${other:-none}, $(elapsed)"
 fi
 
 CK=/tmp/mxmoe_ckpt
 rm -rf "$CK"
 check_rc=0
-if "$B/tools/mxmoe/mxmoe" gen --out "$CK" --experts 32 --quiet > "$LOG/gen.log" 2>&1; then
+if "$B/tools/mxmoe/mxmoe" gen --out "$CK" --experts 32 --quiet > "$SIDE/gen.log" 2>&1; then
   "$B/tools/mxmoe/mxmoe" check --model "$CK" --scope all --tokens 256 --sample 16 > "$LOG/check_full.log" 2>&1
   r1=$?
   "$B/tools/mxmoe/mxmoe" check --model "$CK" --tokens 1000 --sample 16 --ep-start 8 --ep-count 12 \
@@ -115,7 +123,7 @@ if "$B/tools/mxmoe/mxmoe" gen --out "$CK" --experts 32 --quiet > "$LOG/gen.log" 
   check_rc=$(( r1 | r2 ))
   note "mxmoe check (32 experts, real widths): experts+block rc $r1, experts EP [8,20) rc $r2, $(elapsed)"
 else
-  tail -5 "$LOG/gen.log"; note "mxmoe gen: FAILED (gen.log)"; check_rc=1
+  cp "$SIDE/gen.log" "$LOG/" 2>/dev/null; tail -5 "$SIDE/gen.log"; note "mxmoe gen: FAILED (gen.log)"; check_rc=1
 fi
 
 # The GPU tests' metric lines, condensed: worst case per kind of comparison (all in metrics.txt).
@@ -167,7 +175,7 @@ fi
 if [ -n "${MXMOE_GPU_TIMELINE:-}" ]; then
   TL=$ROOT/build-gpu-tl
   if cmake -S . -B "$TL" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXMOE_ENABLE_CUDA=ON \
-       -DMXMOE_DECODE_TIMELINE=ON "${deps[@]}" > "$LOG/configure_tl.log" 2>&1 &&
+       -DMXMOE_DECODE_TIMELINE=ON "${deps[@]}" > "$SIDE/configure_tl.log" 2>&1 &&
      ninja -C "$TL" -j"$JOBS" test_sm90_decode_gemm > "$LOG/build_tl.log" 2>&1; then
     "$TL/tests/gpu/test_sm90_decode_gemm" --gtest_also_run_disabled_tests \
       --gtest_filter='*DISABLED_ChainTimeline*' > "$LOG/timeline.txt" 2>&1
@@ -175,14 +183,14 @@ if [ -n "${MXMOE_GPU_TIMELINE:-}" ]; then
     tl_lines=$(grep -c '^TIMELINE' "$LOG/timeline.txt")
     note "decode timeline: rc $tl_rc ($tl_lines lines, timeline.txt), $(elapsed)"
   else
-    note "decode timeline: build FAILED (configure_tl.log, build_tl.log)"
+    note "decode timeline: build FAILED (build-gpu/logs/configure_tl.log, build_tl.log)"
   fi
 fi
 echo "---- summary ----"
 printf '%s\n' "${SUMMARY[@]}"
 echo "failure lines in test logs: $bars_failed"
 echo "mxmoe check rows marked FAIL: $(cat "$LOG"/check_*.log 2>/dev/null | grep -c " FAIL$")"
-rc=$(( ctest_rc != 0 || check_rc != 0 || bench_rc != 0 ))
+rc=$(( tests_rc != 0 || check_rc != 0 || bench_rc != 0 ))
 echo "gpu_check: $([ $rc = 0 ] && echo PASS || echo FAIL) in $(elapsed)"
 if [ -n "${MXMOE_GPU_TIMELINE:-}" ]; then
   echo "---- decode timeline ----"; grep "^TIMELINE" "$LOG/timeline.txt" 2>/dev/null | cut -c1-240
