@@ -138,6 +138,11 @@ constexpr int kWsTuneNoCountFence = 1 << 18, kWsTuneNoCountBarrier = 1 << 19;
 // consumers had preferred 2, P round 6).
 constexpr int kWsDefaultSkew = 0;
 constexpr int kWsMaxStages = 8;
+// The BF16-h GEMM1 epilogue stores h as BF16 pairs (one shuffle per two values) from this wgmma
+// width up, one value at a time below it. H100, end to end against single stores (bench/NOTES.md
+// P round 26): ep16 T=8192-16384 (160-wide tiles) -0.3..-0.5%, but T=2048 (64-wide) +1.5% and
+// T=4096 w4a8 (96-wide) +1%.
+constexpr int kHPairsMinWidth = 128;
 constexpr int kWsExpertBits = 14;  // unit = (k << 14) | expert: num_experts <= 16384
 
 // Shared memory after the 1024-byte alignment: activation slots, weight slots (kSlotW only),
@@ -642,12 +647,34 @@ struct WsTileRunner {
         ptx::named_barrier(1 + c.cw, kWarpgroup);  // sAmax read before the next tile writes it
       }
       const int I = p.M / 2;
-      __nv_bfloat16* hcol = p.h + 32 * mt + 8 * warp + g;
+      if constexpr (N >= kHPairsMinWidth) {
+        // h as BF16 pairs: v[i], v[i + 1] (i even) are row g's tokens 2t, 2t + 1 of column
+        // group i / 2; lane g ^ 1 (lane ^ 4) holds row g ^ 1 of the same tokens. One shuffle of
+        // the packed pair gives the even lane rows (g, g + 1) of token 2t and the odd lane rows
+        // (g - 1, g) of token 2t + 1: one 4-byte store each instead of two 2-byte stores, with
+        // the same bits (the pack is the same round-to-nearest per value).
+        const int odd = g & 1;
+        const uint32_t pick = odd ? 0x3276u : 0x5410u;  // odd: (other.hi, mine.hi); even: lo, lo
+        __nv_bfloat16* hrow =
+            p.h + static_cast<int64_t>(T.p0 + 2 * t + odd) * I + 32 * mt + 8 * warp + (g - odd);
 #pragma unroll
-      for (int i = 0; i < N / 4; ++i) {
-        const int col = 8 * (i >> 1) + 2 * t + (i & 1);
-        ptx::stg_b16_if(hcol + static_cast<int64_t>(T.p0 + col) * I,
-                        __bfloat16_as_ushort(__float2bfloat16_rn(v[i])), col < T.nrows);
+        for (int i = 0; i < N / 4; i += 2) {
+          const int col = 8 * (i >> 1) + 2 * t + odd;
+          const uint32_t mine = ptx::pack_bf16x2(v[i], v[i + 1]);
+          const uint32_t other = __shfl_xor_sync(0xFFFFFFFFu, mine, 4);
+          ptx::stg_b32_if(hrow + static_cast<int64_t>(8 * (i >> 1)) * I,
+                          __byte_perm(mine, other, pick), col < T.nrows);
+        }
+      } else {
+        // Narrow tiles store h one value at a time (the pairs lost there: bench/NOTES.md P
+        // round 26).
+        __nv_bfloat16* hcol = p.h + 32 * mt + 8 * warp + g;
+#pragma unroll
+        for (int i = 0; i < N / 4; ++i) {
+          const int col = 8 * (i >> 1) + 2 * t + (i & 1);
+          ptx::stg_b16_if(hcol + static_cast<int64_t>(T.p0 + col) * I,
+                          __bfloat16_as_ushort(__float2bfloat16_rn(v[i])), col < T.nrows);
+        }
       }
     } else {
       // ---- GEMM2 epilogue: y (or out) = row_weight * acc ----
