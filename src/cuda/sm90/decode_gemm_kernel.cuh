@@ -234,18 +234,20 @@ __device__ __forceinline__ void cta_sync() {
 }
 
 // Weight fragments: read once, so L1 is bypassed and L2 told to evict them first (the activations
-// and outputs stay).
+// and outputs stay). Coherent loads (no .nc): ptxas moved the .nc refills of a chunk below its
+// closing bar.sync, so each chunk began by waiting for all of its weights' round trip; these it
+// issues mid-chunk (bench/NOTES.md D round 29; H100: ep16 T=256 -2.4..-2.9%, T <= 64 unchanged).
 __device__ __forceinline__ uint4 ld_weights_v4(const void* ptr, uint64_t policy) {
   uint4 v;
   asm volatile(
-      "ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+      "ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(ptr), "l"(policy));
   return v;
 }
 __device__ __forceinline__ uint32_t ld_weights_u32(const void* ptr, uint64_t policy) {
   uint32_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;\n"
+  asm volatile("ld.global.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;\n"
                : "=r"(v)
                : "l"(ptr), "l"(policy));
   return v;
