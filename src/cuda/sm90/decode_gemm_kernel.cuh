@@ -14,7 +14,7 @@
 //  - CTA = 4 warps; warp w owns weight rows 16 w .. 16 w + 15 of the tile. Its prepacked
 //    fragment of a 64-K step (mxfp4_fragment.h: 16 B + 4 B of scales per thread) is exactly its
 //    mma.sync m16n8k16 A operand for those rows, so no other warp needs it: each thread loads it
-//    with ld.global.nc (L1 bypassed, L2 evict_first) kDepth steps ahead of the math into a
+//    with coherent ld.global (L1 bypassed, L2 evict_first) kDepth steps ahead of the math into a
 //    register ring, expands it (expand_fragment, the same exact conversion as the other
 //    kernels) and issues 8 mma.sync (16 tokens = 2 x n8, 4 x k16).
 //  - The tile's token rows (the B operand, shared by the 4 warps) go through shared memory in
