@@ -185,7 +185,7 @@ TEST(Sm90GroupedGemmBench, DISABLED_Tp8Ep4Decode64) {
   bench("TP8xEP4", 224, 384, 4, 64);
 }
 
-// The warp-specialized kernel's knobs and two diagnostics (grouped_gemm_ws_kernel.cuh, `tune`:
+// The warp-specialized kernel's knobs and two diagnostics (grouped_gemm_ws_shape.cuh, `tune`:
 // "lag,max_stages,flags"; flags 256 = the producer copies nothing, 512 = no weight conversion:
 // wrong results, timings only) at EP16 T=16384, and the one-warpgroup kernel (tile_n 128) there.
 TEST(Sm90GroupedGemmBench, DISABLED_WarpSpecializedTune) {

@@ -56,7 +56,7 @@ cudaError_t launch_tiles(const KernelArgs& a, int num_sms, cudaStream_t stream) 
 // The slot count fills the shared memory left after the unit list (max_units ints, a bound
 // from host-known sizes); when fewer than kWsMinStages slots fit (a huge num_experts), the
 // one-warpgroup kernel runs instead.
-// MXMOE_SM90_WS_TUNE="lag,max_stages,flags" (grouped_gemm_ws_kernel.cuh's `tune`): for the
+// MXMOE_SM90_WS_TUNE="lag,max_stages,flags" (grouped_gemm_ws_shape.cuh's `tune` bits): for the
 // timing sweeps of tests/gpu/sm90_bench_grouped_gemm.cpp only.
 struct WsTune {
   int lag = kWsLag, max_stages = kWsMaxStages, flags = kWsDefaultSkew << kWsTuneSkewShift;
@@ -76,7 +76,7 @@ WsTune ws_tune() {
   return t;
 }
 
-// GEMM2 under GEMM1 (grouped_gemm_ws_kernel.cuh, ws_wait_rows): GEMM1's counters, and for GEMM2
+// GEMM2 under GEMM1 (grouped_gemm_ws_schedule.cuh, ws_wait_rows): GEMM1's counters, and for GEMM2
 // the 64-row tiles of h per unit and the cap GEMM1 counted at. `counted` (GEMM1) receives the cap
 // when the counting kernel was launched.
 struct HReady {

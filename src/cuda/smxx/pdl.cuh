@@ -14,7 +14,7 @@
 //    (and before the first write of anything an earlier kernel still reads);
 //  - it may call pdl::launch_dependents() once its own remaining work no longer needs the SMs
 //    exclusively (optional: without it the dependent starts as this grid's CTAs exit).
-// One exception, the warp-specialized GEMM2 started under GEMM1 (sm90/grouped_gemm_ws_kernel.cuh,
+// One exception, the warp-specialized GEMM2 started under GEMM1 (sm90/grouped_gemm_ws_schedule.cuh,
 // ws_wait_rows): GEMM1 triggers right after its own wait, so everything before GEMM1 is complete
 // when GEMM2 launches, and GEMM2 skips wait() and instead waits per expert on counters GEMM1
 // releases after its stores of h, the only thing GEMM2 reads from GEMM1.
