@@ -195,5 +195,11 @@ echo "gpu_check: $([ $rc = 0 ] && echo PASS || echo FAIL) in $(elapsed)"
 if [ -n "${MXMOE_GPU_TIMELINE:-}" ]; then
   echo "---- decode timeline ----"; grep "^TIMELINE" "$LOG/timeline.txt" 2>/dev/null | cut -c1-240
 fi
-if [ -n "${MXMOE_GPU_BENCH:-}" ]; then echo "---- mxmoe bench ----"; grep -v "^note:" "$LOG/bench.log" | tail -60; fi
+if [ -n "${MXMOE_GPU_BENCH:-}" ]; then
+  echo "---- mxmoe bench ----"; grep -v "^note:" "$LOG/bench.log" | tail -60
+  # The table is long: repeat the verdict and the test counts below it, so the output's last
+  # lines say whether the run passed (the first H100 run of the per-binary suite lost them).
+  printf '%s\n' "${SUMMARY[@]}" | grep "^gpu tests:"
+  echo "gpu_check: $([ $rc = 0 ] && echo PASS || echo FAIL) in $(elapsed)"
+fi
 exit $rc
