@@ -30,17 +30,10 @@ void run_quantize_case(bool f32_input, bool mxfp8) {
   std::vector<float> x = varied_rows(T, H, 11 + f32_input * 2 + mxfp8);
   if (!f32_input)
     for (auto& v : x) v = round_bf16(v);
-  // Strided host image with poison in the gaps.
-  std::vector<float> xf(static_cast<size_t>(T) * stride, NAN);
-  std::vector<uint16_t> xb(static_cast<size_t>(T) * stride, 0x7FC0);
-  for (int t = 0; t < T; ++t)
-    for (int h = 0; h < H; ++h) {
-      xf[t * stride + h] = x[static_cast<size_t>(t) * H + h];
-      xb[t * stride + h] = float_to_bf16(x[static_cast<size_t>(t) * H + h]);
-    }
+  const StridedRows rows = strided_rows(x, T, H, stride);
   DevBuf<float> dxf;
   DevBuf<uint16_t> dxb, dq(static_cast<size_t>(T) * H);
-  if (f32_input) dxf.upload(xf); else dxb.upload(xb);
+  if (f32_input) dxf.upload(rows.f32); else dxb.upload(rows.bf16);
   CUDA_OK(cudaMemset(dq.get(), 0xFF, dq.size() * 2));
   const void* src = f32_input ? static_cast<const void*>(dxf.get()) : dxb.get();
   CUDA_OK(smxx::launch_quantize_input(src, f32_input, stride, T, H, mxfp8,

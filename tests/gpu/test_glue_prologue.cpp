@@ -50,13 +50,7 @@ void run_prologue_case(const PrologueCase& c) {
   const int64_t stride = H + c.x_pad;
   Rng r(c.T * 131 + c.k);
   std::vector<float> x = varied_rows(T, H, c.T + 7);
-  std::vector<float> xf(static_cast<size_t>(T) * stride, NAN);
-  std::vector<uint16_t> xb(static_cast<size_t>(T) * stride, 0x7FC0);
-  for (int t = 0; t < T; ++t)
-    for (int h = 0; h < H; ++h) {
-      xf[t * stride + h] = x[static_cast<size_t>(t) * H + h];
-      xb[t * stride + h] = float_to_bf16(x[static_cast<size_t>(t) * H + h]);
-    }
+  const StridedRows rows = strided_rows(x, T, H, stride);
   std::vector<float> logits(static_cast<size_t>(T) * c.E_total), bias(c.E_total);
   for (auto& v : logits) v = 2.0f * r.normal();
   for (auto& b : bias) b = 0.1f * r.normal();
@@ -75,7 +69,7 @@ void run_prologue_case(const PrologueCase& c) {
   DevBuf<float> dxf, dlog, dbias, dw, dpb, dplb;
   DevBuf<uint16_t> dxb;
   DevBuf<int32_t> dids;
-  if (c.f32_input) dxf.upload(xf); else dxb.upload(xb);
+  if (c.f32_input) dxf.upload(rows.f32); else dxb.upload(rows.bf16);
   dlog.upload(logits);
   dbias.upload(bias);
   dids.upload(ids);
