@@ -16,7 +16,7 @@
 // exits, so it runs beside the glue kernel that precedes it.
 #pragma once
 
-#include "sm90/decode_gemm_kernel.cuh"
+#include "sm90/decode_tile.cuh"
 #include "sm90/decode_timeline.cuh"
 
 namespace mxmoe::sm90::decode {
@@ -41,7 +41,7 @@ struct BulkRing {
 };
 
 // Shared-memory carve-up (offsets from a 128-byte aligned base); the members finish_tile uses
-// have the same names as Smem<S>'s.
+// have the same names as decode_gemm_kernel.cuh's Smem<S>.
 template <int S>
 struct BulkSmem {
   static constexpr int kStages = BulkRing::kStages;

@@ -12,7 +12,8 @@
 #include <type_traits>
 
 #include "sm90/decode_gemm.h"
-#include "sm90/decode_bulk_kernel.cuh"  // includes decode_gemm_kernel.cuh
+#include "sm90/decode_bulk_kernel.cuh"
+#include "sm90/decode_gemm_kernel.cuh"
 #include "sm90/tile_heuristic.h"
 #include "smxx/env_knob.h"
 #include "smxx/pdl.cuh"
