@@ -2,7 +2,8 @@
 // problems (a few rows in all: T = 1 under EP): a producer warp streams each tile's prepacked
 // weights, scales and token rows with 1-D bulk copies (cp.async.bulk, mbarrier complete_tx) into
 // a 4-stage ring of 2 K steps per stage, 4 consumer warps expand and mma.sync them. Same tiles,
-// split-K cluster reduction, epilogues (finish_tile) and numerics as decode_gemm_kernel.cuh.
+// split-K cluster reduction, epilogues (decode_tile.cuh finish_tile) and numerics as
+// decode_gemm_kernel.cuh.
 //
 // Why two mainloops: per kernel the register-streamed one is as fast or faster everywhere
 // (bench/NOTES.md D), but end to end at T = 1 the chain with this kernel measured 34.0 / 27.9 us
@@ -61,7 +62,7 @@ struct BulkSmem {
 // waves double and it falls back to no split at EP16 T=1 (GEMM2 11.4 -> 14.6 us, D round 11).
 static_assert(3 * (BulkSmem<4>::kDynamic + 1024) <= 228 * 1024, "split 4: 3 CTAs per SM");
 
-// ---- PTX wrappers (sm_90) beyond decode_gemm_kernel.cuh's ----
+// ---- PTX wrappers (sm_90) beyond decode_tile.cuh's ----
 // 1-D bulk copy global -> this CTA's shared memory, completing `bytes` on mbarrier `bar`.
 __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes,
                                         uint32_t bar) {
