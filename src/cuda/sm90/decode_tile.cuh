@@ -281,9 +281,7 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         float m = fabsf(v[i]);
-        m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 4));
-        m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 8));
-        m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 16));
+        m = smxx::max_over_row_lanes(m);
         if (g == 0) sAmax[warp * kBN + 8 * (i >> 1) + 2 * t + (i & 1)] = m;
       }
       cta_sync();

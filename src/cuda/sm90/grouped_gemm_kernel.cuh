@@ -333,9 +333,7 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
 #pragma unroll
         for (int i = 0; i < BN / 4; ++i) {
           float m = fabsf(v[i]);
-          m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 4));
-          m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 8));
-          m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 16));
+          m = smxx::max_over_row_lanes(m);
           if (g == 0) sAmax[warp * BN + 8 * (i >> 1) + 2 * t + (i & 1)] = m;
         }
         __syncthreads();

@@ -51,6 +51,17 @@
 
 namespace mxmoe::smxx {
 
+// The max of m over the 8 lanes of a warp that share lane % 4 (butterfly over xor 4, 8, 16): in
+// an mma.sync / wgmma accumulator those lanes hold the same token column for the fragment's 8
+// row groups, so this is a column's amax over the warp's rows (an MX block of 32 intermediates
+// then also spans the warps, through shared memory).
+__device__ __forceinline__ float max_over_row_lanes(float m) {
+  m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 4));
+  m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 8));
+  m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 16));
+  return m;
+}
+
 // Selects only: with early returns nvcc made each call a branch with its own reconvergence
 // point, so an unrolled epilogue ran its N / 4 blocks one after another (the GEMM1 MXFP8
 // epilogue, bench/NOTES.md P round 14).
