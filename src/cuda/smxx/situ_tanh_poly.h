@@ -1,6 +1,7 @@
 // src/cuda/smxx/situ_tanh_poly.h: tanh(z) for |z| < 0.6 as z + z^3 P(z^2), the small-argument
 // branch of the GPU SiTU's tanh (situ_device.cuh). Host and device: the CPU test runs this same
-// code over every float of its range against the double tanh (tests/gpu/test_situ_tanh_poly.cpp, label cpu).
+// code over every float of its range against the double tanh (tests/gpu/test_situ_tanh_poly.cpp,
+// label cpu).
 //
 // P is this project's own minimax fit (relative error of z + z^3 P(z^2) against tanh, weighted
 // Lawson iteration on (0, 0.6], coefficients rounded to float): 1.9 ulp at most after the fp32
