@@ -300,7 +300,8 @@ struct WsTileRunner {
 #pragma unroll
         for (int i = 0; i < N / 4; i += 2) {
           const int col = 8 * (i >> 1) + 2 * t + odd;
-          const uint32_t mine = ptx::pack_bf16x2(v[i], v[i + 1]);
+          const __nv_bfloat162 pair = __floats2bfloat162_rn(v[i], v[i + 1]);  // v[i] low
+          const uint32_t mine = *reinterpret_cast<const uint32_t*>(&pair);
           const uint32_t other = __shfl_xor_sync(0xFFFFFFFFu, mine, 4);
           ptx::stg_b32_if(hrow + static_cast<int64_t>(8 * (i >> 1)) * I,
                           __byte_perm(mine, other, pick), col < T.nrows);

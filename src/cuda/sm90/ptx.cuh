@@ -319,12 +319,6 @@ __device__ __forceinline__ void stg_b32_if(void* p, uint32_t bits, bool pred) {
                "r"(bits), "r"(static_cast<uint32_t>(pred))
                : "memory");
 }
-// Two floats as BF16x2 bits (lo in bits 0..15), each rounded to nearest even: cvt.rn.bf16x2.
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
 // A 32-bit load with acquire semantics at GPU scope: what the writer stored before its release
 // (a fence and an atomic) is visible to this thread's later loads.
 __device__ __forceinline__ int ld_acquire_gpu(const int* p) {
