@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -33,6 +34,7 @@
 #include "baseline.h"
 #include "blas.h"
 #include "ceilings.h"
+#include "clocks.h"
 #include "device_util.h"
 #include "mxmoe/common.h"
 #include "mxmoe/moe.h"
@@ -111,7 +113,8 @@ struct Context {
   const BenchOptions& o;
   cudaStream_t s;
   Blas& blas;
-  L2Flusher* flush;  // null with --warm-l2
+  L2Flusher* flush;      // null with --warm-l2
+  ClockMonitor* clocks;  // null without --clocks (or without NVML)
   Report& rep;
   bool any_fail = false;
 };
@@ -185,7 +188,8 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
   }
 
   for (const int T : tokens) {
-    const TimingPolicy pol = policy_for_tokens(T, o.reps, o.case_budget_s);
+    TimingPolicy pol = policy_for_tokens(T, o.reps, o.case_budget_s);
+    pol.clocks = cx.clocks;
     for (const std::string& dist : o.routing) {
       const Routing r = make_routing(
           L, T, dist == "skewed",
@@ -299,8 +303,10 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
             cx.any_fail = true;
             std::fprintf(stderr, "bench: %s: %s\n", what.c_str(), w.verify.c_str());
           }
-          std::fprintf(stderr, "bench: %-45s %10.1f us %7.1f TFLOPS %6.0f GB/s %s\n", what.c_str(),
-                       w.t.median_us, w.tflops, w.gbps, w.verify.c_str());
+          std::fprintf(stderr, "bench: %-45s %10.1f us %7.1f TFLOPS %6.0f GB/s %s%s%s\n",
+                       what.c_str(), w.t.median_us, w.tflops, w.gbps, w.verify.c_str(),
+                       w.t.clocks.samples > 0 ? "; clocks " : "",
+                       w.t.clocks.samples > 0 ? describe(w.t.clocks).c_str() : "");
           cx.rep.rows.push_back(w);
         }
       }
@@ -343,7 +349,27 @@ int run_bench(int argc, char** argv) {
                 prop.totalGlobalMem / 1073741824.0);
   rep.device = dev;
   std::fprintf(stderr, "bench: %s\n", dev);
-  rep.ceilings = measure_ceilings(blas, sh.s, o.case_budget_s);
+  // --clocks: NVML opened once for the run; sampled every 0.5 ms (a decode case's replays and
+  // flushes take a few ms in all, a prefill case's tens).
+  std::unique_ptr<NvmlClocks> nvml;
+  std::unique_ptr<ClockMonitor> clocks;
+  if (o.clocks) {
+    char bus[64] = {};
+    std::string why;
+    if (const cudaError_t e = cudaDeviceGetPCIBusId(bus, sizeof bus, o.device); e != cudaSuccess)
+      why = std::string("cudaDeviceGetPCIBusId: ") + cudaGetErrorString(e);
+    else
+      nvml = NvmlClocks::open(bus, &why);
+    if (nvml) {
+      NvmlClocks* src = nvml.get();
+      clocks = std::make_unique<ClockMonitor>([src](ClockSample* c) { return src->sample(c); },
+                                              std::chrono::microseconds(500));
+    } else {
+      rep.notes.push_back("clocks: not sampled: " + why);
+      std::fprintf(stderr, "bench: --clocks: not sampled: %s\n", why.c_str());
+    }
+  }
+  rep.ceilings = measure_ceilings(blas, sh.s, o.case_budget_s, clocks.get());
 
   char note[300];
   if (o.flush_l2) {
@@ -367,7 +393,11 @@ int run_bench(int argc, char** argv) {
       "gather, SiTU, quantize or combine): a lower bound of a cuBLAS MoE; xbf16 / xfp8 = "
       "baseline time / mxmoe time");
 
-  Context cx{o, sh.s, blas, o.flush_l2 ? &flush : nullptr, rep};
+  if (clocks)
+    rep.notes.push_back(
+        "clocks: NVML every 0.5 ms over each case's timed replays (flushes included); MHz = median "
+        "SM clock, '*' = a power or thermal limit was active in some sample");
+  Context cx{o, sh.s, blas, o.flush_l2 ? &flush : nullptr, clocks.get(), rep};
   std::exception_ptr failure;
   try {
     for (const std::string& name : o.layouts) {

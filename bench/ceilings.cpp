@@ -6,9 +6,10 @@
 
 namespace mxmoe::bench {
 
-Ceilings measure_ceilings(Blas& blas, cudaStream_t s, double budget_s) {
+Ceilings measure_ceilings(Blas& blas, cudaStream_t s, double budget_s, ClockMonitor* clocks) {
   Ceilings c;
   TimingPolicy pol;
+  pol.clocks = clocks;
   pol.reps = 20;
   pol.min_reps = 10;
   pol.budget_s = budget_s;
@@ -37,8 +38,9 @@ Ceilings measure_ceilings(Blas& blas, cudaStream_t s, double budget_s) {
     c.copy_gbps = gbps(c.copy);
     std::fprintf(stderr,
                  "bench: copy ceiling %.0f GB/s (2 x %zu MiB: SM copy kernel %.0f GB/s, "
-                 "cudaMemcpyAsync %.0f GB/s)\n",
-                 c.copy_gbps, kCopyBytes >> 20, c.copy_kernel_gbps, c.copy_engine_gbps);
+                 "cudaMemcpyAsync %.0f GB/s; clocks %s)\n",
+                 c.copy_gbps, kCopyBytes >> 20, c.copy_kernel_gbps, c.copy_engine_gbps,
+                 describe(c.copy.clocks).c_str());
   }
   const size_t n = kDenseN;
   const double flops = 2.0 * n * n * n;
@@ -51,8 +53,8 @@ Ceilings measure_ceilings(Blas& blas, cudaStream_t s, double budget_s) {
         time_graph([&](cudaStream_t st) { blas.gemm_bf16(n, n, n, a.get(), b.get(), d.get(), st); },
                    s, nullptr, pol);
     c.bf16_tflops = flops / (c.bf16.median_us * 1e-6) / 1e12;
-    std::fprintf(stderr, "bench: BF16 dense ceiling %.0f TFLOP/s (%.1f us for 8192^3)\n",
-                 c.bf16_tflops, c.bf16.median_us);
+    std::fprintf(stderr, "bench: BF16 dense ceiling %.0f TFLOP/s (%.1f us for 8192^3; clocks %s)\n",
+                 c.bf16_tflops, c.bf16.median_us, describe(c.bf16.clocks).c_str());
   }
   {
     DevBuf a(n * n, "dense FP8 A"), b(n * n, "dense FP8 B"), d(n * n * 2, "dense FP8 D"),
@@ -73,8 +75,9 @@ Ceilings measure_ceilings(Blas& blas, cudaStream_t s, double budget_s) {
         },
         s, nullptr, pol);
     c.fp8_tflops = flops / (c.fp8.median_us * 1e-6) / 1e12;
-    std::fprintf(stderr, "bench: FP8 dense ceiling %.0f TFLOP/s (%.1f us for 8192^3; %s)\n",
-                 c.fp8_tflops, c.fp8.median_us, c.fp8_config.c_str());
+    std::fprintf(
+        stderr, "bench: FP8 dense ceiling %.0f TFLOP/s (%.1f us for 8192^3; %s; clocks %s)\n",
+        c.fp8_tflops, c.fp8.median_us, c.fp8_config.c_str(), describe(c.fp8.clocks).c_str());
   }
   return c;
 }

@@ -24,6 +24,8 @@ struct Ceilings {
   std::string fp8_config;
 };
 
-Ceilings measure_ceilings(Blas& blas, cudaStream_t s, double budget_s);
+// clocks (optional): sampled over each ceiling's timed replays (Timing::clocks).
+Ceilings measure_ceilings(Blas& blas, cudaStream_t s, double budget_s,
+                          ClockMonitor* clocks = nullptr);
 
 }  // namespace mxmoe::bench

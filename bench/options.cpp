@@ -94,6 +94,9 @@ const char* usage_text() {
          "  --no-verify      skip the output checks (finite, non-zero, graph == direct call)\n"
          "  --warm-l2        no L2 flush before the replays (code and small tensors stay\n"
          "                   cached; weights larger than L2 still stream)\n"
+         "  --clocks         sample SM clock, power and throttle reasons (NVML) over every\n"
+         "                   timed case: MHz column ('*': a power / thermal limit was\n"
+         "                   active), ceiling clocks line, CSV / JSON clock fields\n"
          "  --device N       CUDA device [0]\n"
          "  --csv FILE       also write every line as CSV\n"
          "  --json FILE      also write ceilings and lines as JSON\n"
@@ -115,6 +118,7 @@ BenchOptions parse_options(int argc, char** argv, int first) {
                                                            {"baseline-cap-gb", true},
                                                            {"no-verify", false},
                                                            {"warm-l2", false},
+                                                           {"clocks", false},
                                                            {"device", true},
                                                            {"csv", true},
                                                            {"json", true},
@@ -188,6 +192,8 @@ BenchOptions parse_options(int argc, char** argv, int first) {
       o.verify = false;
     else if (name == "warm-l2")
       o.flush_l2 = false;
+    else if (name == "clocks")
+      o.clocks = true;
     else if (name == "device")
       o.device = static_cast<int>(parse_int(name, v, 0, 1023));
     else if (name == "csv")

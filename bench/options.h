@@ -28,6 +28,9 @@ struct BenchOptions {
   // false (--warm-l2): no L2 flush before the replays, so code and the small tensors stay cached
   // (weights larger than L2 still stream); shows what the flush itself costs a case.
   bool flush_l2 = true;
+  // --clocks: sample the SM clock, power and throttle reasons (NVML) during every timed case and
+  // ceiling (clocks.h); a machine without NVML gets a note and no clock column values.
+  bool clocks = false;
   int device = 0;
   std::string csv, json;
   bool help = false;

@@ -158,6 +158,8 @@ int main() {
   CHECK(throws_usage([] { parse({"--budget", "nan"}); }), "NaN budget accepted");
   CHECK(def.flush_l2 && !parse({"--warm-l2"}).flush_l2, "--warm-l2 turns the L2 flush off");
   CHECK(throws_usage([] { parse({"--warm-l2=1"}); }), "--warm-l2 takes no value");
+  CHECK(!def.clocks && parse({"--clocks"}).clocks, "--clocks turns the clock sampler on");
+  CHECK(throws_usage([] { parse({"--clocks=yes"}); }), "--clocks takes no value");
 
   if (g_failures) {
     std::fprintf(stderr, "%d check(s) failed\n", g_failures);

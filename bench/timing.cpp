@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 namespace mxmoe::bench {
@@ -98,6 +99,19 @@ Timing time_graph(Graph& g, cudaStream_t s, L2Flusher* flush, const TimingPolicy
         if (e) cudaEventDestroy(e);
     }
   } cleanup{ev};
+  // The sampler covers the timed replays only: it starts before the first is enqueued and stops
+  // once the last has finished, or when a failure in between unwinds (the next case starts a new
+  // window).
+  struct Window {
+    ClockMonitor* m;
+    ~Window() {
+      if (m) m->stop();
+    }
+  } window{nullptr};
+  if (policy.clocks) {
+    policy.clocks->start();
+    window.m = policy.clocks;
+  }
   for (int i = 0; i < n; ++i) {
     if (flush) flush->flush(s);
     BENCH_CUDA(cudaEventRecord(ev[2 * i], s));
@@ -105,6 +119,8 @@ Timing time_graph(Graph& g, cudaStream_t s, L2Flusher* flush, const TimingPolicy
     BENCH_CUDA(cudaEventRecord(ev[2 * i + 1], s));
   }
   BENCH_CUDA(cudaStreamSynchronize(s));
+  ClockStats clocks;
+  if (window.m) clocks = std::exchange(window.m, nullptr)->stop();
   std::vector<double> us(n);
   for (int i = 0; i < n; ++i) {
     float ms = 0;
@@ -113,6 +129,7 @@ Timing time_graph(Graph& g, cudaStream_t s, L2Flusher* flush, const TimingPolicy
   }
   std::sort(us.begin(), us.end());
   Timing t;
+  t.clocks = clocks;
   t.reps = n;
   t.min_us = us.front();
   t.max_us = us.back();

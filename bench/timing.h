@@ -15,6 +15,7 @@
 
 #include <functional>
 
+#include "clocks.h"
 #include "device_util.h"
 
 namespace mxmoe::bench {
@@ -25,6 +26,9 @@ struct TimingPolicy {
   double budget_s = 4.0;
   int warmup = 2;
   bool fixed = false;  // --reps given: exactly `reps`
+  // --clocks: sampled over the N timed replays (and their flushes) into Timing::clocks; null:
+  // not sampled.
+  ClockMonitor* clocks = nullptr;
 };
 TimingPolicy policy_for_tokens(int tokens, int reps_flag, double budget_s);
 
@@ -42,6 +46,7 @@ class L2Flusher {
 struct Timing {
   double median_us = 0, min_us = 0, max_us = 0;
   int reps = 0;
+  ClockStats clocks;  // samples 0: not sampled
 };
 
 // Captures enqueue(s) into a graph and times its replays as described above (flush may be null:

@@ -1,0 +1,103 @@
+// bench/clocks.h: what the GPU's clocks and power did while a case ran (`mxmoe bench --clocks`).
+//
+// Why: a board at its power cap lowers the SM clock, and the cap is reached sooner by some data
+// than by other (multiplier toggles) and by long cases than by short ones. A percentage of the
+// dense ceilings compares two rates that may have run at different clocks, and two backends may
+// differ by their clocks rather than their instructions (bench/NOTES.md: the full layer at
+// T=4096, where w4a8 beat w4a16). The median SM clock of each case, next to the ceilings' own,
+// tells which.
+//
+// How: a host thread samples the SM clock (MHz), the board power (W) and the active clock-event
+// ("throttle") reasons through NVML every `period` while the timed replays run (the L2 flushes
+// between replays included: a short case's samples mostly see the flush). NVML is opened at run
+// time (dlopen of the driver's libnvidia-ml.so.1), so that the CLI still starts where no driver is
+// installed; the few entry points used are declared in clocks.cpp from NVML's published ABI.
+// The sample source is a function, so the statistics and the sampling thread are tested on the
+// CPU with a fake one (test_clocks.cpp).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mxmoe::bench {
+
+struct ClockSample {
+  double sm_mhz = 0;
+  double power_w = 0;    // < 0: not reported
+  uint64_t reasons = 0;  // NVML clock-event reason bits (kReason* below)
+};
+
+// NVML's clock-event reason bits (nvmlClocksEventReason*, formerly *ThrottleReason*).
+constexpr uint64_t kReasonIdle = 0x1, kReasonAppClocks = 0x2, kReasonSwPowerCap = 0x4,
+                   kReasonHwSlowdown = 0x8, kReasonSyncBoost = 0x10, kReasonSwThermal = 0x20,
+                   kReasonHwThermal = 0x40, kReasonPowerBrake = 0x80, kReasonDisplay = 0x100;
+// The reasons that mean "slower than the clock the board could run at for this work".
+constexpr uint64_t kReasonsLimiting =
+    kReasonSwPowerCap | kReasonHwSlowdown | kReasonSwThermal | kReasonHwThermal | kReasonPowerBrake;
+
+// Names of the set bits, '+'-joined in bit order ("power_cap+hw_thermal"); "none" for 0; an
+// unknown bit prints as its hex value.
+std::string describe_reasons(uint64_t mask);
+
+struct ClockStats {
+  int samples = 0;  // 0: not measured (no NVML, or --clocks not given); the rest is then 0
+  double sm_mhz_median = 0, sm_mhz_min = 0, sm_mhz_max = 0;
+  double power_w_median = -1;  // < 0: no sample reported power
+  double limited_frac = 0;     // share of samples with any kReasonsLimiting bit
+  uint64_t reasons_seen = 0;   // union of every sample's bits
+};
+
+ClockStats summarize(const std::vector<ClockSample>& samples);
+
+// "1755 MHz, 612 W" / "1410..1755 MHz (med 1620), 700 W, power_cap 80%" / "-" when not measured.
+std::string describe(const ClockStats& s);
+
+using SampleFn = std::function<bool(ClockSample*)>;  // false: this sample is dropped
+
+// Samples fn every period on its own thread between start() and stop(). One window at a time;
+// start() while running and stop() while not running are usage errors (std::logic_error).
+class ClockMonitor {
+ public:
+  ClockMonitor(SampleFn fn, std::chrono::microseconds period);
+  ~ClockMonitor();
+  ClockMonitor(const ClockMonitor&) = delete;
+  ClockMonitor& operator=(const ClockMonitor&) = delete;
+  void start();
+  // The source is called at least once per window, even one shorter than period.
+  ClockStats stop();
+
+ private:
+  void loop();
+  SampleFn fn_;
+  std::chrono::microseconds period_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<ClockSample> samples_;
+};
+
+// The NVML source for one GPU, named by its PCI bus id (cudaDeviceGetPCIBusId's form,
+// "0000:1b:00.0"). open() returns null and says why (no libnvidia-ml.so.1, init failed, no such
+// device) instead of throwing: clocks are an extra, never a reason to stop a benchmark.
+class NvmlClocks {
+ public:
+  static std::unique_ptr<NvmlClocks> open(const std::string& pci_bus_id, std::string* why_not);
+  ~NvmlClocks();
+  NvmlClocks(const NvmlClocks&) = delete;
+  NvmlClocks& operator=(const NvmlClocks&) = delete;
+  bool sample(ClockSample* out);
+
+ private:
+  struct Api;
+  explicit NvmlClocks(std::unique_ptr<Api> api);
+  std::unique_ptr<Api> api_;
+};
+
+}  // namespace mxmoe::bench

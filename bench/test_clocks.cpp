@@ -1,0 +1,184 @@
+// bench/test_clocks.cpp: CPU checks of the clock sampler (clocks.h; no GPU, no GoogleTest, as
+// test_workload.cpp): the statistics of known samples, the reason names, the sampling thread on
+// a fake source (it samples, stops, restarts, drops failed samples, refuses misuse), and NVML
+// opened for a bus id no GPU has: a reason, never an exception or a crash; with --fake-nvml, the
+// NVML calls against fake_nvml.cpp. Prints every failure; exit 1 if any.
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "clocks.h"
+
+using namespace mxmoe::bench;
+
+namespace {
+
+int g_failures = 0;
+#define CHECK(cond, ...)                                                   \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      ++g_failures;                                                        \
+      std::fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                                   \
+      std::fputc('\n', stderr);                                            \
+    }                                                                      \
+  } while (0)
+
+void check_summary() {
+  CHECK(summarize({}).samples == 0 && describe(summarize({})) == "-", "empty window");
+  // Four samples: clocks 1980, 1755, 1980, 1500; power reported by three; two power-capped.
+  const std::vector<ClockSample> v = {{1980, 650, 0},
+                                      {1755, 700, kReasonSwPowerCap},
+                                      {1980, -1, kReasonSyncBoost},
+                                      {1500, 690, kReasonSwPowerCap | kReasonHwThermal}};
+  const ClockStats s = summarize(v);
+  CHECK(s.samples == 4, "%d samples", s.samples);
+  CHECK(s.sm_mhz_median == 0.5 * (1755 + 1980), "median %g", s.sm_mhz_median);
+  CHECK(s.sm_mhz_min == 1500 && s.sm_mhz_max == 1980, "range %g..%g", s.sm_mhz_min, s.sm_mhz_max);
+  CHECK(s.power_w_median == 690, "power median %g over the reporting samples", s.power_w_median);
+  CHECK(s.limited_frac == 0.5, "limited share %g (sync_boost is not a limit)", s.limited_frac);
+  CHECK(s.reasons_seen == (kReasonSwPowerCap | kReasonSyncBoost | kReasonHwThermal), "union %llx",
+        static_cast<unsigned long long>(s.reasons_seen));
+  const std::string d = describe(s);
+  CHECK(d == "1500..1980 MHz (med 1868), 690 W, power_cap+hw_thermal 50%", "describe: '%s'",
+        d.c_str());
+  const ClockStats flat = summarize({{1755, -1, 0}, {1755, -1, kReasonIdle}});
+  CHECK(flat.power_w_median < 0 && describe(flat) == "1755 MHz", "flat, no power: '%s'",
+        describe(flat).c_str());
+}
+
+void check_reason_names() {
+  CHECK(describe_reasons(0) == "none", "0: '%s'", describe_reasons(0).c_str());
+  CHECK(describe_reasons(kReasonSwPowerCap) == "power_cap", "power cap");
+  CHECK(describe_reasons(kReasonIdle | kReasonDisplay) == "idle+display", "'%s'",
+        describe_reasons(kReasonIdle | kReasonDisplay).c_str());
+  CHECK(describe_reasons(kReasonHwSlowdown | 0x10000) == "hw_slowdown+0x10000", "unknown bit: '%s'",
+        describe_reasons(kReasonHwSlowdown | 0x10000).c_str());
+  // Every limiting bit is named, none as hex.
+  CHECK(describe_reasons(kReasonsLimiting).find("0x") == std::string::npos, "'%s'",
+        describe_reasons(kReasonsLimiting).c_str());
+}
+
+bool throws_logic(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::logic_error&) {
+    return true;
+  }
+  return false;
+}
+
+void check_monitor() {
+  std::atomic<int> calls{0};
+  // Every third call fails (dropped); the clock walks down 1 MHz per call.
+  ClockMonitor m(
+      [&calls](ClockSample* c) {
+        const int i = calls++;
+        if (i % 3 == 2) return false;
+        c->sm_mhz = 2000 - i;
+        c->power_w = 500;
+        return true;
+      },
+      std::chrono::microseconds(200));
+  CHECK(throws_logic([&] { m.stop(); }), "stop before start accepted");
+  m.start();
+  CHECK(throws_logic([&] { m.start(); }), "start while running accepted");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const ClockStats a = m.stop();
+  const int n = calls.load();
+  CHECK(n >= 3, "only %d calls in 50 ms at a 0.2 ms period", n);
+  CHECK(a.samples == n - n / 3, "%d samples kept of %d calls (every third dropped)", a.samples, n);
+  CHECK(a.sm_mhz_max == 2000 && a.sm_mhz_min <= 2000 - (n - 2), "range %g..%g", a.sm_mhz_min,
+        a.sm_mhz_max);
+  CHECK(a.power_w_median == 500, "power %g", a.power_w_median);
+  // A window shorter than the period still gets its one sample; a new window starts empty.
+  ClockMonitor slow(
+      [](ClockSample* c) {
+        c->sm_mhz = 1410;
+        return true;
+      },
+      std::chrono::microseconds(50000));
+  slow.start();
+  const ClockStats b = slow.stop();
+  CHECK(b.samples >= 1 && b.sm_mhz_median == 1410, "short window: %d samples", b.samples);
+  m.start();
+  const ClockStats c = m.stop();
+  // Its first call may be one of the dropped ones, so it may hold no sample; never an old one.
+  CHECK(calls.load() > n && (c.samples == 0 || c.sm_mhz_max <= 2000 - n),
+        "second window: %d calls after %d, max %g", calls.load(), n, c.sm_mhz_max);
+  // Destroyed while running: joins, no crash (the bench's unwinding path).
+  {
+    ClockMonitor running(
+        [](ClockSample* c) {
+          c->sm_mhz = 1;
+          return true;
+        },
+        std::chrono::microseconds(100));
+    running.start();
+  }
+}
+
+void check_nvml_absent_or_refusing() {
+  // No machine has a GPU at this bus id: whether or not the driver's NVML is installed, open()
+  // must return null with a reason, not throw.
+  std::string why;
+  std::unique_ptr<NvmlClocks> n;
+  bool threw = false;
+  try {
+    n = NvmlClocks::open("00ff:ff:1f.7", &why);
+  } catch (...) {
+    threw = true;
+  }
+  CHECK(!threw && !n && !why.empty(), "open of a missing device: %s", why.c_str());
+  std::printf("NVML on this machine: %s\n", why.c_str());
+  std::fflush(stdout);
+}
+
+// With --fake-nvml (CTest bench_clocks_fake_nvml: fake_nvml.cpp first on LD_LIBRARY_PATH): the
+// fake's one device opens, samples its values through the real calls (SM clock type, mW -> W,
+// the reasons under their newer name), and feeds a monitor.
+void check_fake_nvml() {
+  std::string why;
+  std::unique_ptr<NvmlClocks> n = NvmlClocks::open("0000:42:00.0", &why);
+  CHECK(n != nullptr, "the fake NVML's device did not open: %s", why.c_str());
+  if (!n) return;
+  ClockSample c;
+  CHECK(n->sample(&c), "sample failed");
+  CHECK(c.sm_mhz == 1755 && std::fabs(c.power_w - 612.5) < 1e-9 && c.reasons == kReasonSwPowerCap,
+        "sample %g MHz %g W reasons %llx", c.sm_mhz, c.power_w,
+        static_cast<unsigned long long>(c.reasons));
+  NvmlClocks* src = n.get();
+  ClockMonitor m([src](ClockSample* s) { return src->sample(s); }, std::chrono::microseconds(100));
+  m.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const ClockStats st = m.stop();
+  CHECK(st.samples >= 1 && describe(st) == "1755 MHz, 612 W, power_cap 100%", "'%s'",
+        describe(st).c_str());
+  // A second handle after the first is closed: init / shutdown pair up.
+  n.reset();
+  CHECK(NvmlClocks::open("0000:42:00.0", &why) != nullptr, "reopen: %s", why.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool fake = argc > 1 && std::string(argv[1]) == "--fake-nvml";
+  check_summary();
+  check_reason_names();
+  check_monitor();
+  check_nvml_absent_or_refusing();
+  if (fake) check_fake_nvml();
+  if (g_failures) {
+    std::fprintf(stderr, "%d check(s) failed\n", g_failures);
+    return 1;
+  }
+  std::printf("bench clock sampler checks passed\n");
+  return 0;
+}
