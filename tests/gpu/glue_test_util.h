@@ -33,21 +33,16 @@ inline std::vector<float> varied_rows(int T, int H, uint64_t seed) {
 }
 
 // Rows x[T][H] as the strided host images a caller's non-contiguous activations would be (row
-// stride >= H), f32 and BF16, with poison (NaN) in the gaps so a kernel that reads past a row's
-// H values shows it.
+// stride >= H), f32 and BF16, NaN in the gaps (padded_rows).
 struct StridedRows {
   std::vector<float> f32;
   std::vector<uint16_t> bf16;
 };
 inline StridedRows strided_rows(const std::vector<float>& x, int T, int H, int64_t stride) {
-  StridedRows r{std::vector<float>(static_cast<size_t>(T) * stride, NAN),
-                std::vector<uint16_t>(static_cast<size_t>(T) * stride, 0x7FC0)};
-  for (int t = 0; t < T; ++t)
-    for (int h = 0; h < H; ++h) {
-      r.f32[t * stride + h] = x[static_cast<size_t>(t) * H + h];
-      r.bf16[t * stride + h] = float_to_bf16(x[static_cast<size_t>(t) * H + h]);
-    }
-  return r;
+  std::vector<uint16_t> bits(x.size());
+  for (size_t i = 0; i < x.size(); ++i) bits[i] = float_to_bf16(x[i]);
+  return {padded_rows(x.data(), T, H, stride, static_cast<float>(NAN)),
+          padded_rows(bits.data(), T, H, stride, kBf16Nan)};
 }
 
 // The grouping's device outputs and scratch for P pairs and El local experts, and the

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -110,6 +111,21 @@ struct Rng {
   int below(int n) { return static_cast<int>(next() % static_cast<uint64_t>(n)); }
   float normal();
 };
+
+// BF16 quiet NaN: the poison for BF16 padding.
+constexpr uint16_t kBf16Nan = 0x7FC0;
+
+// Rows x[T][H] laid out with a row stride of `stride` >= H elements, as a caller's
+// non-contiguous activations would be, the gaps filled with `pad` (NaN: a kernel that reads past
+// a row's H values poisons its output and shows it).
+template <typename V>
+std::vector<V> padded_rows(const V* x, int T, int H, int64_t stride, V pad) {
+  std::vector<V> img(static_cast<size_t>(T) * stride, pad);
+  for (int t = 0; t < T; ++t)
+    std::copy(x + static_cast<size_t>(t) * H, x + static_cast<size_t>(t + 1) * H,
+              img.begin() + t * stride);
+  return img;
+}
 
 // A MoE layer held in memory: E_total experts, of which [own_start, own_start + own_count) have
 // their own random weights (random E2M1 codes, scale bytes 119 +- 2 per 32-block, like QAT

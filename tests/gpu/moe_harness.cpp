@@ -82,17 +82,10 @@ void run_case(const GpuLayer& gl, const CaseOptions& c, CaseResult* result) {
   DevBuf<float> dxf, dw, dlog, dbias, dout(static_cast<size_t>(T) * os), dbeta, dlbeta;
   DevBuf<uint16_t> dxb;
   DevBuf<int32_t> dids;
-  if (c.f32_input) {
-    std::vector<float> img(static_cast<size_t>(T) * xs, NAN);
-    for (int t = 0; t < T; ++t)
-      std::memcpy(&img[t * xs], &in.x[static_cast<size_t>(t) * H], H * 4);
-    dxf.upload(img);
-  } else {
-    std::vector<uint16_t> img(static_cast<size_t>(T) * xs, 0x7FC0);
-    for (int t = 0; t < T; ++t)
-      std::memcpy(&img[t * xs], &in.x_bits[static_cast<size_t>(t) * H], H * 2);
-    dxb.upload(img);
-  }
+  if (c.f32_input)
+    dxf.upload(padded_rows(in.x.data(), T, H, xs, static_cast<float>(NAN)));
+  else
+    dxb.upload(padded_rows(in.x_bits.data(), T, H, xs, kBf16Nan));
   const bool gpu_route = c.routing == Routing::kGpuLogits;
   if (gpu_route) {
     dlog.upload(in.logits);

@@ -98,10 +98,7 @@ struct MoeRun {
     }
   }
   cudaError_t load(const CaseInputs& in) {
-    std::vector<uint16_t> img(static_cast<size_t>(T) * xs, 0x7FC0);  // padding: NaN
-    for (int t = 0; t < T; ++t)
-      std::memcpy(&img[t * xs], &in.x_bits[static_cast<size_t>(t) * kH], kH * 2);
-    cudaError_t e = x.upload(img);
+    cudaError_t e = x.upload(padded_rows(in.x_bits.data(), T, kH, xs, kBf16Nan));
     if (e == cudaSuccess) e = ids.upload(in.ids);
     if (e == cudaSuccess) e = w.upload(in.weights);
     return e;
