@@ -67,10 +67,10 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
             out(static_cast<size_t>(T) * H);
         DevBuf<int32_t> dids, rid(P);
         GroupBuffers grp(P, El);
-        dx.upload(xb);
-        dlog.upload(logits);
-        dids.upload(ids);
-        dw.upload(w);
+        CUDA_OK(dx.upload(xb));
+        CUDA_OK(dlog.upload(logits));
+        CUDA_OK(dids.upload(ids));
+        CUDA_OK(dw.upload(w));
         CUDA_OK(cudaMemset(y.get(), 0, y.size() * 4));
         const int32_t* use_ids = gpu_route ? rid.get() : dids.get();
         const float* use_w = gpu_route ? rw.get() : dw.get();
@@ -215,9 +215,9 @@ TEST(GpuGlueBench, DISABLED_PrefillGlue) {
       DevBuf<float> dw, y(static_cast<size_t>(T) * L * H), out(static_cast<size_t>(T) * H);
       DevBuf<int32_t> dids;
       GroupBuffers grp(P, El);
-      dx.upload(xb);
-      dids.upload(ids);
-      dw.upload(w);
+      CUDA_OK(dx.upload(xb));
+      CUDA_OK(dids.upload(ids));
+      CUDA_OK(dw.upload(w));
       CUDA_OK(cudaMemset(y.get(), 0, y.size() * 4));
       const smxx::GroupArgs g = grp.args(dids.get(), dw.get(), T, k, 0, El, direct, true);
       auto group = [&](cudaStream_t st) {

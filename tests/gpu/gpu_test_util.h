@@ -58,34 +58,41 @@ template <typename T>
 class DevBuf {
  public:
   DevBuf() = default;
-  explicit DevBuf(size_t n) { alloc(n); }
+  // A failed allocation leaves get() null and ok() false (the constructors cannot return it).
+  explicit DevBuf(size_t n) { (void)alloc(n); }
   // A copy of h (get() stays null when the allocation or the copy fails).
   explicit DevBuf(const std::vector<T>& h) {
-    if (upload(h) != cudaSuccess) alloc(0);
+    if (upload(h) != cudaSuccess) (void)alloc(0);
   }
   ~DevBuf() { cudaFree(p_); }
   DevBuf(const DevBuf&) = delete;
   DevBuf& operator=(const DevBuf&) = delete;
-  void alloc(size_t n) {
+  // Results are [[nodiscard]]: every CUDA call of a test is checked (CUDA_OK).
+  [[nodiscard]] cudaError_t alloc(size_t n) {
     cudaFree(p_);
     p_ = nullptr;
     n_ = n;
-    if (n && cudaMalloc(&p_, n * sizeof(T)) != cudaSuccess) p_ = nullptr;
+    if (n == 0) return cudaSuccess;
+    const cudaError_t e = cudaMalloc(&p_, n * sizeof(T));
+    if (e != cudaSuccess) p_ = nullptr;
+    return e;
   }
   T* get() const { return p_; }
   size_t size() const { return n_; }
   bool ok() const { return p_ != nullptr || n_ == 0; }
   // Copies h to the start of the buffer (grown first when h is longer).
-  cudaError_t upload(const std::vector<T>& h) {
-    if (h.size() > n_) alloc(h.size());
+  [[nodiscard]] cudaError_t upload(const std::vector<T>& h) {
+    if (h.size() > n_) {
+      if (const cudaError_t e = alloc(h.size()); e != cudaSuccess) return e;
+    }
     if (h.empty()) return cudaSuccess;
     if (!p_) return cudaErrorMemoryAllocation;
     return cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
   }
   // The whole buffer into *h (resized to size()).
-  cudaError_t download(std::vector<T>* h) const { return download(h, n_); }
+  [[nodiscard]] cudaError_t download(std::vector<T>* h) const { return download(h, n_); }
   // The first n elements into *h (resized to n; n > size() is an error).
-  cudaError_t download(std::vector<T>* h, size_t n) const {
+  [[nodiscard]] cudaError_t download(std::vector<T>* h, size_t n) const {
     if (n > n_) return cudaErrorInvalidValue;
     h->resize(n);
     return n == 0 ? cudaSuccess

@@ -83,18 +83,18 @@ void run_case(const GpuLayer& gl, const CaseOptions& c, CaseResult* result) {
   DevBuf<uint16_t> dxb;
   DevBuf<int32_t> dids;
   if (c.f32_input)
-    dxf.upload(padded_rows(in.x.data(), T, H, xs, static_cast<float>(NAN)));
+    CUDA_OK(dxf.upload(padded_rows(in.x.data(), T, H, xs, static_cast<float>(NAN))));
   else
-    dxb.upload(padded_rows(in.x_bits.data(), T, H, xs, kBf16Nan));
+    CUDA_OK(dxb.upload(padded_rows(in.x_bits.data(), T, H, xs, kBf16Nan)));
   const bool gpu_route = c.routing == Routing::kGpuLogits;
   if (gpu_route) {
-    dlog.upload(in.logits);
-    dbias.upload(in.bias);
-    dids.alloc(static_cast<size_t>(T) * k);
-    dw.alloc(static_cast<size_t>(T) * k);
+    CUDA_OK(dlog.upload(in.logits));
+    CUDA_OK(dbias.upload(in.bias));
+    CUDA_OK(dids.alloc(static_cast<size_t>(T) * k));
+    CUDA_OK(dw.alloc(static_cast<size_t>(T) * k));
   } else {
-    dids.upload(in.ids);
-    dw.upload(in.weights);
+    CUDA_OK(dids.upload(in.ids));
+    CUDA_OK(dw.upload(in.weights));
   }
   std::vector<float> hb(E), hlb(E);
   SituParams situ;
@@ -105,8 +105,8 @@ void run_case(const GpuLayer& gl, const CaseOptions& c, CaseResult* result) {
       hb[e] = 1.5f + 0.5f * (e % 7);
       hlb[e] = 8.0f + 4.0f * (e % 5);
     }
-    dbeta.upload(hb);
-    dlbeta.upload(hlb);
+    CUDA_OK(dbeta.upload(hb));
+    CUDA_OK(dlbeta.upload(hlb));
     situ.per_expert_beta = hb.data();
     situ.per_expert_linear_beta = hlb.data();
   }

@@ -235,14 +235,13 @@ struct Dev {
   mxmoe::test::DevBuf<long long> clocks;
 };
 bool upload(const Inputs& in, Dev* d, size_t out_floats, int grid) {
-  d->q.alloc(in.q.size());
-  d->s.alloc(in.s.size());
-  d->a.alloc(in.a.size());
-  d->b.alloc(in.b.size() / 2);
-  d->out.alloc(out_floats);
-  d->clocks.alloc(grid);
-  if (!d->q.ok() || !d->s.ok() || !d->a.ok() || !d->b.ok() || !d->out.ok() || !d->clocks.ok())
-    return false;
+  const bool allocated = d->q.alloc(in.q.size()) == cudaSuccess &&
+                         d->s.alloc(in.s.size()) == cudaSuccess &&
+                         d->a.alloc(in.a.size()) == cudaSuccess &&
+                         d->b.alloc(in.b.size() / 2) == cudaSuccess &&
+                         d->out.alloc(out_floats) == cudaSuccess &&
+                         d->clocks.alloc(grid) == cudaSuccess;
+  if (!allocated) return false;
   return cudaMemcpy(d->q.get(), in.q.data(), in.q.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
          cudaMemcpy(d->s.get(), in.s.data(), in.s.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
          cudaMemcpy(d->a.get(), in.a.data(), in.a.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess &&

@@ -651,9 +651,8 @@ struct ChainProblem {
         need(c.beta.size() == static_cast<size_t>(E) && c.linear_beta.size() == c.beta.size(),
              "beta or linear_beta is not E long");
     if (!sizes) return cudaErrorInvalidValue;
-    h.alloc(rows * I);
-    y.alloc(rows * H);
-    if (!h.ok() || !y.ok()) return cudaErrorMemoryAllocation;
+    if (const cudaError_t e = h.alloc(rows * I); e != cudaSuccess) return e;
+    if (const cudaError_t e = y.alloc(rows * H); e != cudaSuccess) return e;
     cudaError_t e = cudaSuccess;
     auto up = [&e](auto& buf, const auto& v) {
       if (e == cudaSuccess) e = buf.upload(v);

@@ -60,8 +60,8 @@ TEST(ArchGate, Sm90PassesAndRunRefusesFakedDevicesWithoutLaunching) {
   DevBuf<uint16_t> x(static_cast<size_t>(T) * H);
   DevBuf<int32_t> ids;
   DevBuf<float> wts, out(static_cast<size_t>(T) * H);
-  ids.upload({0, 1, 2, 3, 4, 5, 6, 7});
-  wts.upload(std::vector<float>(T * k, 0.5f));
+  CUDA_OK(ids.upload({0, 1, 2, 3, 4, 5, 6, 7}));
+  CUDA_OK(wts.upload(std::vector<float>(T * k, 0.5f)));
   CUDA_OK(cudaMemset(x.get(), 0x3F, x.size() * 2));
   MoeRunParams p;
   p.num_tokens = T;

@@ -31,7 +31,7 @@ void run_quantize_case(bool f32_input, bool mxfp8) {
   const StridedRows rows = strided_rows(x, T, H, stride);
   DevBuf<float> dxf;
   DevBuf<uint16_t> dxb, dq(static_cast<size_t>(T) * H);
-  if (f32_input) dxf.upload(rows.f32); else dxb.upload(rows.bf16);
+  CUDA_OK(f32_input ? dxf.upload(rows.f32) : dxb.upload(rows.bf16));
   CUDA_OK(cudaMemset(dq.get(), 0xFF, dq.size() * 2));
   const void* src = f32_input ? static_cast<const void*>(dxf.get()) : dxb.get();
   CUDA_OK(smxx::launch_quantize_input(src, f32_input, stride, T, H, mxfp8,
@@ -100,8 +100,8 @@ void run_route_case(int T, int E, int k, bool renorm, float scaling, bool ties, 
 
   DevBuf<float> dl, db, dw(static_cast<size_t>(T) * k);
   DevBuf<int32_t> di(static_cast<size_t>(T) * k);
-  dl.upload(logits);
-  db.upload(bias);
+  CUDA_OK(dl.upload(logits));
+  CUDA_OK(db.upload(bias));
   CUDA_OK(smxx::launch_route_kimi(dl.get(), stride, db.get(), T, E, k, renorm, scaling, di.get(),
                                   dw.get(), nullptr));
   CUDA_OK(cudaDeviceSynchronize());
@@ -189,8 +189,8 @@ TEST(GpuRoute, RegisterKeysMatchSharedMemoryKeysBitForBit) {
     }
     DevBuf<float> dl, db, w0(static_cast<size_t>(c.T) * c.k), w1(static_cast<size_t>(c.T) * c.k);
     DevBuf<int32_t> i0(static_cast<size_t>(c.T) * c.k), i1(static_cast<size_t>(c.T) * c.k);
-    dl.upload(logits);
-    db.upload(bias);
+    CUDA_OK(dl.upload(logits));
+    CUDA_OK(db.upload(bias));
     CUDA_OK(smxx::launch_route_kimi(dl.get(), c.E, db.get(), c.T, c.E, c.k, true, 1.0f, i0.get(),
                                     w0.get(), nullptr, 0));
     CUDA_OK(smxx::launch_route_kimi(dl.get(), c.E, db.get(), c.T, c.E, c.k, true, 1.0f, i1.get(),
@@ -256,8 +256,8 @@ void run_group_case(const std::vector<int32_t>& ids, int T, int k, int start, in
   const int P = T * k;
   DevBuf<int32_t> di;
   DevBuf<float> dw;
-  di.upload(ids);
-  dw.upload(w);
+  CUDA_OK(di.upload(ids));
+  CUDA_OK(dw.upload(w));
   GroupBuffers b(P, count);
   CUDA_OK(cudaMemset(b.off.get(), 0xFF, (count + 1) * 4));
   CUDA_OK(cudaMemset(b.pos.get(), 0x7F, P * 4));
@@ -384,8 +384,8 @@ void run_combine_case(bool skip_single, int T = 29, int k = 16, int own_pct = 75
   for (auto& v : y) v = r.normal() * std::ldexp(1.0f, r.below(30) - 15);
   DevBuf<float> dy, dout(static_cast<size_t>(T) * out_stride);
   DevBuf<int32_t> dpos;
-  dy.upload(y);
-  dpos.upload(pos);
+  CUDA_OK(dy.upload(y));
+  CUDA_OK(dpos.upload(pos));
   CUDA_OK(cudaMemset(dout.get(), 0xFF, dout.size() * 4));
   CUDA_OK(smxx::launch_combine(dy.get(), H, dpos.get(), T, k, dout.get(), out_stride, skip_single,
                                nullptr));
@@ -453,7 +453,7 @@ TEST(GpuQuantize, NanOrInfBlockGivesCanonicalNanBlock) {
   x[2 * H + 224 + 31] = -INFINITY;  // row 2, block 7
   DevBuf<float> dx;
   DevBuf<uint16_t> dq(static_cast<size_t>(T) * H);
-  dx.upload(x);
+  CUDA_OK(dx.upload(x));
   CUDA_OK(smxx::launch_quantize_input(dx.get(), true, H, T, H, true,
                                       reinterpret_cast<__nv_bfloat16*>(dq.get()), nullptr));
   CUDA_OK(cudaDeviceSynchronize());
@@ -495,8 +495,8 @@ TEST(GpuRoute, MinusInfBiasMasksExpertsLikeRouteKimi) {
   route_kimi(logits.data(), bias.data(), T, rc, want_ids.data(), want_w.data());
   DevBuf<float> dl, db, dw(static_cast<size_t>(T) * k);
   DevBuf<int32_t> di(static_cast<size_t>(T) * k);
-  dl.upload(logits);
-  db.upload(bias);
+  CUDA_OK(dl.upload(logits));
+  CUDA_OK(db.upload(bias));
   CUDA_OK(smxx::launch_route_kimi(dl.get(), E, db.get(), T, E, k, true, 1.0f, di.get(), dw.get(),
                                   nullptr));
   CUDA_OK(cudaDeviceSynchronize());
@@ -531,8 +531,8 @@ TEST(GpuRoute, NanLogitGivesNanWeightsForThatTokenOnly) {
   route_kimi(clean.data(), bias.data(), T, rc, want_ids.data(), want_w.data());
   DevBuf<float> dl, db, dw(static_cast<size_t>(T) * k);
   DevBuf<int32_t> di(static_cast<size_t>(T) * k);
-  dl.upload(logits);
-  db.upload(bias);
+  CUDA_OK(dl.upload(logits));
+  CUDA_OK(db.upload(bias));
   CUDA_OK(smxx::launch_route_kimi(dl.get(), E, db.get(), T, E, k, true, 1.0f, di.get(), dw.get(),
                                   nullptr));
   CUDA_OK(cudaDeviceSynchronize());

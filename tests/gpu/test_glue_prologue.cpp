@@ -69,13 +69,13 @@ void run_prologue_case(const PrologueCase& c) {
   DevBuf<float> dxf, dlog, dbias, dw, dpb, dplb;
   DevBuf<uint16_t> dxb;
   DevBuf<int32_t> dids;
-  if (c.f32_input) dxf.upload(rows.f32); else dxb.upload(rows.bf16);
-  dlog.upload(logits);
-  dbias.upload(bias);
-  dids.upload(ids);
-  dw.upload(w);
-  dpb.upload(pb);
-  dplb.upload(plb);
+  CUDA_OK(c.f32_input ? dxf.upload(rows.f32) : dxb.upload(rows.bf16));
+  CUDA_OK(dlog.upload(logits));
+  CUDA_OK(dbias.upload(bias));
+  CUDA_OK(dids.upload(ids));
+  CUDA_OK(dw.upload(w));
+  CUDA_OK(dpb.upload(pb));
+  CUDA_OK(dplb.upload(plb));
   const void* src = c.f32_input ? static_cast<const void*>(dxf.get()) : dxb.get();
 
   struct Out {

@@ -67,18 +67,14 @@ TEST(MoeGraph, CaptureThenReplayWithNewInputsAndRouting) {
       p.workspace_size = ws.size();
       p.max_tokens = T;
       auto load = [&](const CaseInputs& in) {
-        dx.upload(in.x_bits);
-        if (gpu_route) {
-          dlog.upload(in.logits);
-          dbias.upload(in.bias);
-        } else {
-          dids.upload(in.ids);
-          dw.upload(in.weights);
-        }
+        cudaError_t e = dx.upload(in.x_bits);
+        if (e == cudaSuccess) e = gpu_route ? dlog.upload(in.logits) : dids.upload(in.ids);
+        if (e == cudaSuccess) e = gpu_route ? dbias.upload(in.bias) : dw.upload(in.weights);
+        return e;
       };
       cudaStream_t st;
       CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-      load(make_inputs(s, T, r, 1));
+      CUDA_OK(load(make_inputs(s, T, r, 1)));
       cudaGraph_t graph;
       CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
       const Status cs = run_moe(g->w, p, st);
@@ -88,7 +84,7 @@ TEST(MoeGraph, CaptureThenReplayWithNewInputsAndRouting) {
       CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
       for (uint64_t seed : {2, 3}) {
         CaseInputs in = make_inputs(s, T, r, seed);  // new activations and a new routing
-        load(in);
+        CUDA_OK(load(in));
         CUDA_OK(cudaMemset(dout.get(), 0xFF, dout.size() * 4));
         CUDA_OK(cudaGraphLaunch(exec, st));
         CUDA_OK(cudaStreamSynchronize(st));

@@ -202,7 +202,7 @@ TEST(GpuMxfp8Device, ExponentOfEveryFloatMatchesMxScaleExponent) {
   const int n = static_cast<int>(a.size());
   DevBuf<float> dx;
   DevBuf<int> de(n);
-  dx.upload(a);
+  CUDA_OK(dx.upload(a));
   exponent_array_kernel<<<(n + 255) / 256, 256>>>(dx.get(), n, de.get());
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
@@ -296,7 +296,7 @@ TEST(GpuMxfp8Device, RandomBlocksMatchHostFormatsCodeForCode) {
   DevBuf<float> dx, deq(x.size());
   DevBuf<uint8_t> dc(x.size());
   DevBuf<int> de(blocks);
-  dx.upload(x);
+  CUDA_OK(dx.upload(x));
   block_quantize_kernel<<<132 * 8, 256>>>(dx.get(), blocks, dc.get(), de.get(), deq.get());
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
