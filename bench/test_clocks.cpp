@@ -15,23 +15,13 @@
 #include <vector>
 
 #include "clocks.h"
+#include "test_check.h"
 
 using namespace mxmoe::bench;
 
 namespace {
 
-int g_failures = 0;
-#define CHECK(cond, ...)                                                   \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      ++g_failures;                                                        \
-      std::fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                   \
-      std::fputc('\n', stderr);                                            \
-    }                                                                      \
-  } while (0)
-
-void check_summary() {
+void check_statistics() {
   CHECK(summarize({}).samples == 0 && describe(summarize({})) == "-", "empty window");
   // Four samples: clocks 1980, 1755, 1980, 1500; power reported by three; two power-capped.
   const std::vector<ClockSample> v = {{1980, 650, 0},
@@ -170,15 +160,10 @@ void check_fake_nvml() {
 
 int main(int argc, char** argv) {
   const bool fake = argc > 1 && std::string(argv[1]) == "--fake-nvml";
-  check_summary();
+  check_statistics();
   check_reason_names();
   check_monitor();
   check_nvml_absent_or_refusing();
   if (fake) check_fake_nvml();
-  if (g_failures) {
-    std::fprintf(stderr, "%d check(s) failed\n", g_failures);
-    return 1;
-  }
-  std::printf("bench clock sampler checks passed\n");
-  return 0;
+  return test::check_summary("bench clock sampler checks passed");
 }

@@ -11,21 +11,11 @@
 #include <vector>
 
 #include "report.h"
+#include "test_check.h"
 
 using namespace mxmoe::bench;
 
 namespace {
-
-int g_failures = 0;
-#define CHECK(cond, ...)                                                   \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      ++g_failures;                                                        \
-      std::fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                   \
-      std::fputc('\n', stderr);                                            \
-    }                                                                      \
-  } while (0)
 
 std::vector<std::string> words(const std::string& line) {
   std::istringstream in(line);
@@ -141,10 +131,5 @@ void check_csv_json() {
 int main() {
   check_table();
   check_csv_json();
-  if (g_failures) {
-    std::fprintf(stderr, "%d check(s) failed\n", g_failures);
-    return 1;
-  }
-  std::printf("bench report checks passed\n");
-  return 0;
+  return test::check_summary("bench report checks passed");
 }

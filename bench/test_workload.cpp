@@ -14,22 +14,12 @@
 
 #include "args.h"
 #include "options.h"
+#include "test_check.h"
 #include "workload.h"
 
 using namespace mxmoe::bench;
 
 namespace {
-
-int g_failures = 0;
-#define CHECK(cond, ...)                                                   \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      ++g_failures;                                                        \
-      std::fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                   \
-      std::fputc('\n', stderr);                                            \
-    }                                                                      \
-  } while (0)
 
 void check_routing(const Layout& l, int T, bool skewed) {
   const Routing r = make_routing(l, T, skewed, 42 + T);
@@ -161,10 +151,5 @@ int main() {
   CHECK(!def.clocks && parse({"--clocks"}).clocks, "--clocks turns the clock sampler on");
   CHECK(throws_usage([] { parse({"--clocks=yes"}); }), "--clocks takes no value");
 
-  if (g_failures) {
-    std::fprintf(stderr, "%d check(s) failed\n", g_failures);
-    return 1;
-  }
-  std::printf("bench workload / options checks passed\n");
-  return 0;
+  return test::check_summary("bench workload / options checks passed");
 }
