@@ -3,10 +3,11 @@
 
 #include <dlfcn.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <utility>
+
+#include "spread.h"
 
 namespace mxmoe::bench {
 
@@ -35,16 +36,6 @@ std::string describe_reasons(uint64_t mask) {
   return out;
 }
 
-namespace {
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
-
 ClockStats summarize(const std::vector<ClockSample>& samples) {
   ClockStats s;
   if (samples.empty()) return s;
@@ -57,10 +48,11 @@ ClockStats summarize(const std::vector<ClockSample>& samples) {
     s.reasons_seen |= c.reasons;
   }
   s.samples = static_cast<int>(samples.size());
-  s.sm_mhz_median = median_of(mhz);
-  s.sm_mhz_min = *std::min_element(mhz.begin(), mhz.end());
-  s.sm_mhz_max = *std::max_element(mhz.begin(), mhz.end());
-  if (!watts.empty()) s.power_w_median = median_of(watts);
+  const Spread sm = spread_of(std::move(mhz));
+  s.sm_mhz_median = sm.median;
+  s.sm_mhz_min = sm.min;
+  s.sm_mhz_max = sm.max;
+  if (!watts.empty()) s.power_w_median = spread_of(std::move(watts)).median;
   s.limited_frac = static_cast<double>(limited) / s.samples;
   return s;
 }

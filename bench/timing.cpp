@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "spread.h"
+
 namespace mxmoe::bench {
 
 TimingPolicy policy_for_tokens(int tokens, int reps_flag, double budget_s) {
@@ -127,13 +129,13 @@ Timing time_graph(Graph& g, cudaStream_t s, L2Flusher* flush, const TimingPolicy
     BENCH_CUDA(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
     us[i] = 1e3 * ms;
   }
-  std::sort(us.begin(), us.end());
+  const Spread sp = spread_of(std::move(us));
   Timing t;
   t.clocks = clocks;
   t.reps = n;
-  t.min_us = us.front();
-  t.max_us = us.back();
-  t.median_us = n % 2 ? us[n / 2] : 0.5 * (us[n / 2 - 1] + us[n / 2]);
+  t.min_us = sp.min;
+  t.max_us = sp.max;
+  t.median_us = sp.median;
   return t;
 }
 
