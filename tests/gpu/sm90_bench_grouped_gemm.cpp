@@ -188,7 +188,7 @@ TEST(Sm90GroupedGemmBench, DISABLED_EpilogueStores) {
 // (bench/NOTES.md, thirty-fourth session). Same kernels, so the GEMMs alone, with activations of
 // 7 mantissa bits (w4a16's) and of 3 (w4a8's MXFP8 values): if only the second is faster, the
 // board's power limit (data-dependent clocks) is the difference, not the schedule. EP16 alongside.
-// About 15 GB of device weights and ~25 GB of host buffers.
+// About 15 GB of device weights and ~16 GB of host buffers.
 TEST(Sm90GroupedGemmBench, DISABLED_FullLayerOperandBits) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "SKIPPED: no CUDA device";
