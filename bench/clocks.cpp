@@ -57,6 +57,11 @@ ClockStats summarize(const std::vector<ClockSample>& samples) {
   return s;
 }
 
+double window_power_w(uint64_t mj_start, uint64_t mj_stop, double seconds) {
+  if (!(seconds >= kMinEnergyWindowS) || mj_stop < mj_start) return -1;
+  return static_cast<double>(mj_stop - mj_start) * 1e-3 / seconds;
+}
+
 std::string describe(const ClockStats& s) {
   if (s.samples == 0) return "-";
   char b[160];
@@ -66,8 +71,11 @@ std::string describe(const ClockStats& s) {
     std::snprintf(b, sizeof b, "%.0f..%.0f MHz (med %.0f)", s.sm_mhz_min, s.sm_mhz_max,
                   s.sm_mhz_median);
   std::string out = b;
-  if (s.power_w_median >= 0) {
-    std::snprintf(b, sizeof b, ", %.0f W", s.power_w_median);
+  if (s.power_w_window >= 0) {
+    std::snprintf(b, sizeof b, ", %.0f W", s.power_w_window);
+    out += b;
+  } else if (s.power_w_median >= 0) {
+    std::snprintf(b, sizeof b, ", %.0f W avg", s.power_w_median);
     out += b;
   }
   if (const uint64_t lim = s.reasons_seen & kReasonsLimiting) {
@@ -78,8 +86,8 @@ std::string describe(const ClockStats& s) {
   return out;
 }
 
-ClockMonitor::ClockMonitor(SampleFn fn, std::chrono::microseconds period)
-    : fn_(std::move(fn)), period_(period) {}
+ClockMonitor::ClockMonitor(SampleFn fn, std::chrono::microseconds period, EnergyFn energy)
+    : fn_(std::move(fn)), period_(period), energy_(std::move(energy)) {}
 
 ClockMonitor::~ClockMonitor() {
   if (thread_.joinable()) {
@@ -95,15 +103,22 @@ void ClockMonitor::start() {
     samples_.clear();
   }
   stop_ = false;
+  energy_ok_ = energy_ && energy_(&energy_start_mj_);
+  start_time_ = std::chrono::steady_clock::now();
   thread_ = std::thread([this] { loop(); });
 }
 
 ClockStats ClockMonitor::stop() {
   if (!thread_.joinable()) throw std::logic_error("ClockMonitor::stop: not running");
   stop_ = true;
+  uint64_t mj = 0;
+  const bool energy_ok = energy_ok_ && energy_(&mj);
+  const std::chrono::duration<double> window = std::chrono::steady_clock::now() - start_time_;
   thread_.join();
   std::lock_guard<std::mutex> lock(mu_);
-  return summarize(samples_);
+  ClockStats s = summarize(samples_);
+  if (energy_ok) s.power_w_window = window_power_w(energy_start_mj_, mj, window.count());
+  return s;
 }
 
 void ClockMonitor::loop() {
@@ -129,6 +144,8 @@ struct NvmlClocks::Api {
   using ClockInfo = int (*)(Device, int, unsigned*);
   using PowerUsage = int (*)(Device, unsigned*);
   using Reasons = int (*)(Device, unsigned long long*);
+  using Energy = int (*)(Device, unsigned long long*);
+  using PowerLimit = int (*)(Device, unsigned*);
   static constexpr int kClockSm = 1;
 
   void* lib = nullptr;
@@ -137,6 +154,8 @@ struct NvmlClocks::Api {
   ClockInfo clock_info = nullptr;
   PowerUsage power_usage = nullptr;  // optional
   Reasons reasons = nullptr;         // optional
+  Energy energy = nullptr;           // optional (Volta and later)
+  PowerLimit power_limit = nullptr;  // optional
   Device dev = nullptr;
 
   ~Api() {
@@ -167,6 +186,8 @@ std::unique_ptr<NvmlClocks> NvmlClocks::open(const std::string& pci_bus_id, std:
   api->clock_info = reinterpret_cast<Api::ClockInfo>(sym("nvmlDeviceGetClockInfo"));
   api->power_usage = reinterpret_cast<Api::PowerUsage>(sym("nvmlDeviceGetPowerUsage"));
   api->reasons = reinterpret_cast<Api::Reasons>(sym("nvmlDeviceGetCurrentClocksEventReasons"));
+  api->energy = reinterpret_cast<Api::Energy>(sym("nvmlDeviceGetTotalEnergyConsumption"));
+  api->power_limit = reinterpret_cast<Api::PowerLimit>(sym("nvmlDeviceGetEnforcedPowerLimit"));
   if (!api->reasons)  // drivers before the rename
     api->reasons = reinterpret_cast<Api::Reasons>(sym("nvmlDeviceGetCurrentClocksThrottleReasons"));
   if (!init || !by_pci || !api->shutdown || !api->clock_info)
@@ -195,6 +216,18 @@ bool NvmlClocks::sample(ClockSample* out) {
   unsigned long long r = 0;
   out->reasons = api_->reasons && api_->reasons(api_->dev, &r) == 0 ? r : 0;
   return true;
+}
+
+bool NvmlClocks::energy_mj(uint64_t* out) {
+  unsigned long long mj = 0;
+  if (!api_->energy || api_->energy(api_->dev, &mj) != 0) return false;
+  *out = mj;
+  return true;
+}
+
+double NvmlClocks::power_limit_w() {
+  unsigned mw = 0;
+  return api_->power_limit && api_->power_limit(api_->dev, &mw) == 0 ? mw * 1e-3 : -1.0;
 }
 
 }  // namespace mxmoe::bench

@@ -9,7 +9,10 @@
 //
 // How: a host thread samples the SM clock (MHz), the board power (W) and the active clock-event
 // ("throttle") reasons through NVML every `period` while the timed replays run (the L2 flushes
-// between replays included: a short case's samples mostly see the flush). NVML is opened at run
+// between replays included: a short case's samples mostly see the flush). The sampled power is
+// NVML's power reading, which Ampere and later GPUs (except GA100) average over the last second:
+// for a window of a few hundred ms it mostly reports what ran before. So the window's own mean
+// power comes from the board's energy counter, read when the window starts and when it stops. NVML is opened at run
 // time (dlopen of the driver's libnvidia-ml.so.1), so that the CLI still starts where no driver is
 // installed; the few entry points used are declared in clocks.cpp from NVML's published ABI.
 // The sample source is a function, so the statistics and the sampling thread are tested on the
@@ -50,6 +53,7 @@ struct ClockStats {
   int samples = 0;  // 0: not measured (no NVML, or --clocks not given); the rest is then 0
   double sm_mhz_median = 0, sm_mhz_min = 0, sm_mhz_max = 0;
   double power_w_median = -1;  // < 0: no sample reported power
+  double power_w_window = -1;  // mean power over the window (energy counter); < 0: not known
   double limited_frac = 0;     // share of samples with any kReasonsLimiting bit
   uint64_t reasons_seen = 0;   // union of every sample's bits
 };
@@ -57,15 +61,25 @@ struct ClockStats {
 ClockStats summarize(const std::vector<ClockSample>& samples);
 
 // "1755 MHz, 612 W" / "1410..1755 MHz (med 1620), 700 W, power_cap 80%" / "-" when not measured.
+// The watts are the window's mean (power_w_window) where known, else the sampled readings'
+// median marked as NVML's running average ("612 W avg").
 std::string describe(const ClockStats& s);
 
 using SampleFn = std::function<bool(ClockSample*)>;  // false: this sample is dropped
+// The board's energy counter in millijoules (monotonic); false: not available.
+using EnergyFn = std::function<bool(uint64_t*)>;
 
-// Samples fn every period on its own thread between start() and stop(). One window at a time;
-// start() while running and stop() while not running are usage errors (std::logic_error).
+// A window's mean power from two energy readings (mJ) taken `seconds` apart; < 0 when the window
+// is too short for the counter (under kMinEnergyWindowS) or the readings make no sense.
+constexpr double kMinEnergyWindowS = 0.02;
+double window_power_w(uint64_t mj_start, uint64_t mj_stop, double seconds);
+
+// Samples fn every period on its own thread between start() and stop(), and, with an energy
+// source, the window's mean power (ClockStats::power_w_window). One window at a time; start()
+// while running and stop() while not running are usage errors (std::logic_error).
 class ClockMonitor {
  public:
-  ClockMonitor(SampleFn fn, std::chrono::microseconds period);
+  ClockMonitor(SampleFn fn, std::chrono::microseconds period, EnergyFn energy = nullptr);
   ~ClockMonitor();
   ClockMonitor(const ClockMonitor&) = delete;
   ClockMonitor& operator=(const ClockMonitor&) = delete;
@@ -77,6 +91,10 @@ class ClockMonitor {
   void loop();
   SampleFn fn_;
   std::chrono::microseconds period_;
+  EnergyFn energy_;
+  bool energy_ok_ = false;
+  uint64_t energy_start_mj_ = 0;
+  std::chrono::steady_clock::time_point start_time_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::mutex mu_;
@@ -93,6 +111,10 @@ class NvmlClocks {
   NvmlClocks(const NvmlClocks&) = delete;
   NvmlClocks& operator=(const NvmlClocks&) = delete;
   bool sample(ClockSample* out);
+  // The board's energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ since the driver loaded).
+  bool energy_mj(uint64_t* out);
+  // The enforced board power limit in W (nvmlDeviceGetEnforcedPowerLimit); < 0: not reported.
+  double power_limit_w();
 
  private:
   struct Api;

@@ -1,10 +1,13 @@
 // bench/fake_nvml.cpp: a stand-in libnvidia-ml.so.1 for test_clocks.cpp, so that NvmlClocks'
 // dlopen, symbol lookup and calls are checked on machines without a driver. It knows one GPU, at
-// bus id 0000:42:00.0, whose SM clock (clock type 1) is 1755 MHz, power 612.5 W, and whose active
-// clock-event reasons are the software power cap (0x4). Status codes: 0 success, 2 invalid
+// bus id 0000:42:00.0, whose SM clock (clock type 1) is 1755 MHz, power reading 612.5 W, active
+// clock-event reasons the software power cap (0x4), enforced power limit 700 W, and whose energy
+// counter (mJ) grows by 600 W of the monotonic clock (a running average that differs from the
+// window's mean, as on real boards). Status codes: 0 success, 2 invalid
 // argument, 6 not found (NVML's values). Only the entry points clocks.cpp uses are defined; the
 // throttle-reason query exists under its newer name only.
 #include <cstring>
+#include <ctime>
 
 extern "C" {
 
@@ -43,6 +46,22 @@ int nvmlDeviceGetPowerUsage(FakeDevice* dev, unsigned* mw) {
 int nvmlDeviceGetCurrentClocksEventReasons(FakeDevice* dev, unsigned long long* r) {
   if (dev != &g_device || !r) return 2;
   *r = 0x4;
+  return 0;
+}
+
+int nvmlDeviceGetTotalEnergyConsumption(FakeDevice* dev, unsigned long long* mj) {
+  if (dev != &g_device || !mj) return 2;
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  const unsigned long long us = static_cast<unsigned long long>(t.tv_sec) * 1000000ull +
+                                static_cast<unsigned long long>(t.tv_nsec) / 1000ull;
+  *mj = us * 6ull / 10ull;  // 600 W = 0.6 mJ per us
+  return 0;
+}
+
+int nvmlDeviceGetEnforcedPowerLimit(FakeDevice* dev, unsigned* mw) {
+  if (dev != &g_device || !mw) return 2;
+  *mw = 700000;
   return 0;
 }
 

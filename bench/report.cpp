@@ -41,6 +41,7 @@ nlohmann::json clocks_json(const ClockStats& c) {
       {"sm_mhz_min", c.sm_mhz_min},     {"sm_mhz_max", c.sm_mhz_max},
       {"limited_frac", c.limited_frac}, {"reasons", describe_reasons(c.reasons_seen)}};
   j["power_w_median"] = c.power_w_median >= 0 ? nlohmann::json(c.power_w_median) : nullptr;
+  j["power_w_window"] = c.power_w_window >= 0 ? nlohmann::json(c.power_w_window) : nullptr;
   return j;
 }
 
@@ -79,7 +80,7 @@ void write_csv(const Report& r, const std::string& path) {
   f << "layout,tokens,experts_local,intermediate,local_per_token,routing,backend,router,pairs,"
        "distinct_experts,median_us,min_us,max_us,reps,tflops,gbps,pct_copy,pct_fp8,pct_bf16,"
        "x_cublas_bf16,x_cublas_fp8,check,copy_gbps,bf16_tflops,fp8_tflops,sm_mhz,sm_mhz_min,"
-       "power_w,limited_frac,clock_reasons,bf16_sm_mhz,fp8_sm_mhz\n";
+       "power_w,limited_frac,clock_reasons,bf16_sm_mhz,fp8_sm_mhz,power_w_window\n";
   const Ceilings& c = r.ceilings;
   for (const Row& w : r.rows) {
     std::string check = w.verify;
@@ -108,6 +109,7 @@ void write_csv(const Report& r, const std::string& path) {
     cell(sampled, describe_reasons(k.reasons_seen));
     cell(c.bf16.clocks.samples > 0, c.bf16.clocks.sm_mhz_median);
     cell(c.fp8.clocks.samples > 0, c.fp8.clocks.sm_mhz_median);
+    cell(sampled && k.power_w_window >= 0, k.power_w_window);
     f << '\n';
   }
   if (!f) throw Error("bench: write error on CSV file " + path);

@@ -1,6 +1,7 @@
 // bench/test_clocks.cpp: CPU checks of the clock sampler (clocks.h; no GPU, no GoogleTest, as
 // test_workload.cpp): the statistics of known samples, the reason names, the sampling thread on
-// a fake source (it samples, stops, restarts, drops failed samples, refuses misuse), and NVML
+// a fake source (it samples, stops, restarts, drops failed samples, refuses misuse, takes a
+// window's mean power from an energy counter), and NVML
 // opened for a bus id no GPU has: a reason, never an exception or a crash; with --fake-nvml, the
 // NVML calls against fake_nvml.cpp. Prints every failure; exit 1 if any.
 #include <atomic>
@@ -37,8 +38,17 @@ void check_statistics() {
   CHECK(s.reasons_seen == (kReasonSwPowerCap | kReasonSyncBoost | kReasonHwThermal), "union %llx",
         static_cast<unsigned long long>(s.reasons_seen));
   const std::string d = describe(s);
-  CHECK(d == "1500..1980 MHz (med 1868), 690 W, power_cap+hw_thermal 50%", "describe: '%s'",
+  CHECK(d == "1500..1980 MHz (med 1868), 690 W avg, power_cap+hw_thermal 50%", "describe: '%s'",
         d.c_str());
+  // The window's mean power (energy counter) wins over the sampled running average.
+  ClockStats w = s;
+  w.power_w_window = 655.4;
+  CHECK(describe(w) == "1500..1980 MHz (med 1868), 655 W, power_cap+hw_thermal 50%", "'%s'",
+        describe(w).c_str());
+  CHECK(window_power_w(1000, 13000, 0.02) == 600, "12 J over 20 ms: %g W",
+        window_power_w(1000, 13000, 0.02));
+  CHECK(window_power_w(1000, 1100, 0.001) < 0, "a 1 ms window is below the counter's grain");
+  CHECK(window_power_w(2000, 1000, 0.5) < 0, "a counter that went back");
   const ClockStats flat = summarize({{1755, -1, 0}, {1755, -1, kReasonIdle}});
   CHECK(flat.power_w_median < 0 && describe(flat) == "1755 MHz", "flat, no power: '%s'",
         describe(flat).c_str());
@@ -88,6 +98,30 @@ void check_monitor() {
   CHECK(a.sm_mhz_max == 2000 && a.sm_mhz_min <= 2000 - (n - 2), "range %g..%g", a.sm_mhz_min,
         a.sm_mhz_max);
   CHECK(a.power_w_median == 500, "power %g", a.power_w_median);
+  CHECK(a.power_w_window < 0, "no energy source, yet a window power %g", a.power_w_window);
+  // An energy source: 1 J per ms of the steady clock, so the window's mean is 1000 W.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto joules_per_ms = [t0](uint64_t* mj) {
+    const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - t0;
+    *mj = static_cast<uint64_t>(us.count());
+    return true;
+  };
+  ClockMonitor e([](ClockSample* c) { c->sm_mhz = 1980; return true; },
+                 std::chrono::microseconds(500), joules_per_ms);
+  e.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  const ClockStats ew = e.stop();
+  CHECK(std::fabs(ew.power_w_window - 1000) < 5, "window power %g W, expected ~1000",
+        ew.power_w_window);
+  e.start();  // too short a window for the counter: no window power, the samples stay
+  const ClockStats es = e.stop();
+  CHECK(es.power_w_window < 0 && es.samples >= 1, "short window: %g W, %d samples",
+        es.power_w_window, es.samples);
+  ClockMonitor failing([](ClockSample* c) { c->sm_mhz = 1980; return true; },
+                       std::chrono::microseconds(500), [](uint64_t*) { return false; });
+  failing.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  CHECK(failing.stop().power_w_window < 0, "a failing energy source gave a window power");
   // A window shorter than the period still gets its one sample; a new window starts empty.
   ClockMonitor slow(
       [](ClockSample* c) {
@@ -144,12 +178,20 @@ void check_fake_nvml() {
   CHECK(c.sm_mhz == 1755 && std::fabs(c.power_w - 612.5) < 1e-9 && c.reasons == kReasonSwPowerCap,
         "sample %g MHz %g W reasons %llx", c.sm_mhz, c.power_w,
         static_cast<unsigned long long>(c.reasons));
+  CHECK(n->power_limit_w() == 700, "power limit %g W", n->power_limit_w());
+  uint64_t e0 = 0, e1 = 0;
+  CHECK(n->energy_mj(&e0), "energy counter not read");
   NvmlClocks* src = n.get();
-  ClockMonitor m([src](ClockSample* s) { return src->sample(s); }, std::chrono::microseconds(100));
+  ClockMonitor m([src](ClockSample* s) { return src->sample(s); }, std::chrono::microseconds(100),
+                 [src](uint64_t* mj) { return src->energy_mj(mj); });
   m.start();
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
   const ClockStats st = m.stop();
-  CHECK(st.samples >= 1 && describe(st) == "1755 MHz, 612 W, power_cap 100%", "'%s'",
+  CHECK(n->energy_mj(&e1) && e1 >= e0 + 40 * 600, "energy %llu -> %llu mJ over > 40 ms at 600 W",
+        static_cast<unsigned long long>(e0), static_cast<unsigned long long>(e1));
+  CHECK(std::fabs(st.power_w_window - 600) < 3, "window power %g W, expected ~600",
+        st.power_w_window);
+  CHECK(st.samples >= 1 && describe(st) == "1755 MHz, 600 W, power_cap 100%", "'%s'",
         describe(st).c_str());
   // A second handle after the first is closed: init / shutdown pair up.
   n.reset();

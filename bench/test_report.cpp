@@ -59,6 +59,7 @@ Report sample_report() {
   b.backend = "w4a8";
   b.t.median_us = 222.4;
   b.t.clocks = summarize({{1755, 700, kReasonSwPowerCap}, {1980, 690, 0}});
+  b.t.clocks.power_w_window = 640.5;
   b.verify = "FAIL: graph replay != direct run_moe, at token 3";
   r.rows = {a, b};
   return r;
@@ -104,21 +105,24 @@ void check_csv_json() {
     const size_t n = fields(lines[0]);
     CHECK(fields(lines[1]) == n && fields(lines[2]) == n, "fields %zu / %zu / %zu", n,
           fields(lines[1]), fields(lines[2]));
-    // The unsampled row ends with empty clock fields, then the BF16 ceiling's clock and an empty
-    // FP8 one; the sampled row carries its median and reasons.
-    const std::string tail = ",1500,,,,,,1980,";  // fp8_tflops, 5 empty clock fields, ceilings
+    // The unsampled row ends with empty clock fields, then the BF16 ceiling's clock, an empty
+    // FP8 one and an empty window power; the sampled row carries its median, reasons and window
+    // power.
+    const std::string tail = ",1500,,,,,,1980,,";  // fp8_tflops, 5 empty clock fields, ceilings
     CHECK(lines[1].size() > tail.size() &&
               lines[1].compare(lines[1].size() - tail.size(), tail.size(), tail) == 0,
           "row a tail: %s", lines[1].c_str());
-    CHECK(lines[2].find(",1867.5,1755,695,0.5,power_cap,1980,") != std::string::npos, "row b: %s",
-          lines[2].c_str());
+    CHECK(lines[2].find(",1867.5,1755,695,0.5,power_cap,1980,,640.5") != std::string::npos,
+          "row b: %s", lines[2].c_str());
   }
   write_json(r, js);
   std::ifstream jin(js);
   const nlohmann::json j = nlohmann::json::parse(jin);
   CHECK(j["rows"][0]["clocks"].is_null(), "unsampled clocks not null");
   CHECK(j["rows"][1]["clocks"]["sm_mhz_median"] == 1867.5 &&
-            j["rows"][1]["clocks"]["reasons"] == "power_cap",
+            j["rows"][1]["clocks"]["reasons"] == "power_cap" &&
+            j["rows"][1]["clocks"]["power_w_window"] == 640.5 &&
+            j["rows"][0]["clocks"].is_null(),
         "sampled clocks: %s", j["rows"][1]["clocks"].dump().c_str());
   CHECK(j["ceilings"]["fp8_clocks"].is_null() && j["ceilings"]["bf16_clocks"]["samples"] == 1,
         "ceiling clocks: %s", j["ceilings"].dump().c_str());
