@@ -362,9 +362,9 @@ int run_bench(int argc, char** argv) {
       nvml = NvmlClocks::open(bus, &why);
     if (nvml) {
       NvmlClocks* src = nvml.get();
-      clocks = std::make_unique<ClockMonitor>(
-          [src](ClockSample* c) { return src->sample(c); }, std::chrono::microseconds(500),
-          [src](uint64_t* mj) { return src->energy_mj(mj); });
+      clocks = std::make_unique<ClockMonitor>([src](ClockSample* c) { return src->sample(c); },
+                                              std::chrono::microseconds(500),
+                                              [src](uint64_t* mj) { return src->energy_mj(mj); });
     } else {
       rep.notes.push_back("clocks: not sampled: " + why);
       std::fprintf(stderr, "bench: --clocks: not sampled: %s\n", why.c_str());
@@ -398,11 +398,12 @@ int run_bench(int argc, char** argv) {
     const double limit_w = nvml->power_limit_w();
     char limit[64] = "not reported";
     if (limit_w >= 0) std::snprintf(limit, sizeof limit, "%.0f W", limit_w);
-    rep.notes.push_back(
+    const std::string what =
         "clocks: NVML every 0.5 ms over each case's timed replays (flushes included); MHz = median "
         "SM clock, '*' = a power or thermal limit was active in some sample; W = the window's mean "
         "board power from the energy counter ('avg': NVML's 1-s running average instead); board "
-        "power limit " + std::string(limit));
+        "power limit ";
+    rep.notes.push_back(what + limit);
   }
   Context cx{o, sh.s, blas, o.flush_l2 ? &flush : nullptr, clocks.get(), rep};
   std::exception_ptr failure;

@@ -12,9 +12,10 @@
 // between replays included: a short case's samples mostly see the flush). The sampled power is
 // NVML's power reading, which Ampere and later GPUs (except GA100) average over the last second:
 // for a window of a few hundred ms it mostly reports what ran before. So the window's own mean
-// power comes from the board's energy counter, read when the window starts and when it stops. NVML is opened at run
-// time (dlopen of the driver's libnvidia-ml.so.1), so that the CLI still starts where no driver is
-// installed; the few entry points used are declared in clocks.cpp from NVML's published ABI.
+// power comes from the board's energy counter, read when the window starts and when it stops.
+// NVML is opened at run time (dlopen of the driver's libnvidia-ml.so.1), so that the CLI still
+// starts where no driver is installed; the few entry points used are declared in clocks.cpp from
+// NVML's published ABI.
 // The sample source is a function, so the statistics and the sampling thread are tested on the
 // CPU with a fake one (test_clocks.cpp).
 #pragma once

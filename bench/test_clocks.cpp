@@ -75,6 +75,14 @@ bool throws_logic(const std::function<void()>& f) {
   return false;
 }
 
+// A source that always reports the same SM clock.
+SampleFn constant_clock(double mhz) {
+  return [mhz](ClockSample* c) {
+    c->sm_mhz = mhz;
+    return true;
+  };
+}
+
 void check_monitor() {
   std::atomic<int> calls{0};
   // Every third call fails (dropped); the clock walks down 1 MHz per call.
@@ -99,36 +107,8 @@ void check_monitor() {
         a.sm_mhz_max);
   CHECK(a.power_w_median == 500, "power %g", a.power_w_median);
   CHECK(a.power_w_window < 0, "no energy source, yet a window power %g", a.power_w_window);
-  // An energy source: 1 J per ms of the steady clock, so the window's mean is 1000 W.
-  const auto t0 = std::chrono::steady_clock::now();
-  auto joules_per_ms = [t0](uint64_t* mj) {
-    const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - t0;
-    *mj = static_cast<uint64_t>(us.count());
-    return true;
-  };
-  ClockMonitor e([](ClockSample* c) { c->sm_mhz = 1980; return true; },
-                 std::chrono::microseconds(500), joules_per_ms);
-  e.start();
-  std::this_thread::sleep_for(std::chrono::milliseconds(40));
-  const ClockStats ew = e.stop();
-  CHECK(std::fabs(ew.power_w_window - 1000) < 5, "window power %g W, expected ~1000",
-        ew.power_w_window);
-  e.start();  // too short a window for the counter: no window power, the samples stay
-  const ClockStats es = e.stop();
-  CHECK(es.power_w_window < 0 && es.samples >= 1, "short window: %g W, %d samples",
-        es.power_w_window, es.samples);
-  ClockMonitor failing([](ClockSample* c) { c->sm_mhz = 1980; return true; },
-                       std::chrono::microseconds(500), [](uint64_t*) { return false; });
-  failing.start();
-  std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  CHECK(failing.stop().power_w_window < 0, "a failing energy source gave a window power");
   // A window shorter than the period still gets its one sample; a new window starts empty.
-  ClockMonitor slow(
-      [](ClockSample* c) {
-        c->sm_mhz = 1410;
-        return true;
-      },
-      std::chrono::microseconds(50000));
+  ClockMonitor slow(constant_clock(1410), std::chrono::microseconds(50000));
   slow.start();
   const ClockStats b = slow.stop();
   CHECK(b.samples >= 1 && b.sm_mhz_median == 1410, "short window: %d samples", b.samples);
@@ -139,14 +119,36 @@ void check_monitor() {
         "second window: %d calls after %d, max %g", calls.load(), n, c.sm_mhz_max);
   // Destroyed while running: joins, no crash (the bench's unwinding path).
   {
-    ClockMonitor running(
-        [](ClockSample* c) {
-          c->sm_mhz = 1;
-          return true;
-        },
-        std::chrono::microseconds(100));
+    ClockMonitor running(constant_clock(1), std::chrono::microseconds(100));
     running.start();
   }
+}
+
+// The window's mean power from an energy source: read at start and stop, none for a window
+// under the counter's grain or from a failing source.
+void check_window_power() {
+  // 1 J per ms of the steady clock (1 mJ per us), so the window's mean is 1000 W.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto joules_per_ms = [t0](uint64_t* mj) {
+    const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - t0;
+    *mj = static_cast<uint64_t>(us.count());
+    return true;
+  };
+  ClockMonitor e(constant_clock(1980), std::chrono::microseconds(500), joules_per_ms);
+  e.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  const ClockStats ew = e.stop();
+  CHECK(std::fabs(ew.power_w_window - 1000) < 5, "window power %g W, expected ~1000",
+        ew.power_w_window);
+  e.start();  // too short a window for the counter: no window power, the samples stay
+  const ClockStats es = e.stop();
+  CHECK(es.power_w_window < 0 && es.samples >= 1, "short window: %g W, %d samples",
+        es.power_w_window, es.samples);
+  ClockMonitor failing(constant_clock(1980), std::chrono::microseconds(500),
+                       [](uint64_t*) { return false; });
+  failing.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  CHECK(failing.stop().power_w_window < 0, "a failing energy source gave a window power");
 }
 
 void check_nvml_absent_or_refusing() {
@@ -205,6 +207,7 @@ int main(int argc, char** argv) {
   check_statistics();
   check_reason_names();
   check_monitor();
+  check_window_power();
   check_nvml_absent_or_refusing();
   if (fake) check_fake_nvml();
   return test::check_summary("bench clock sampler checks passed");
