@@ -13,8 +13,9 @@
 # a subset through ctest, one process per test), MXMOE_GPU_CTEST=1 (the whole suite that way),
 # MXMOE_TEST_TIMEOUT (seconds per ctest test, default 300), MXMOE_BIN_TIMEOUT (seconds per
 # GoogleTest binary, default 480), MXMOE_GPU_BENCH (flags for an `mxmoe bench` run after the
-# tests; its table is printed last), MXMOE_GPU_MICRO=1 (also build and run the FP8 wgmma and the
-# decode weight-stream microbenchmarks: wgmma_depth.txt, decode_streams.txt),
+# tests; its table is printed last), MXMOE_GPU_MICRO=1 (also build and run the FP8 wgmma, the
+# decode weight-stream and the chain-floor microbenchmarks: wgmma_depth.txt, decode_streams.txt,
+# chain_floor.txt),
 # MXMOE_GPU_TIMELINE=1 (also a timeline build of the decode kernels and their GEMM1 -> GEMM2
 # chain timeline: timeline.txt).
 set -uo pipefail
@@ -157,9 +158,11 @@ if [ -n "${MXMOE_GPU_BENCH:-}" ]; then
   note "mxmoe bench $MXMOE_GPU_BENCH: rc $bench_rc (bench.log, bench.csv), $(elapsed)"
 fi
 # Optional microbenchmarks (MXMOE_GPU_MICRO=1), built on request only: the FP8 wgmma / MX
-# promotion one (bench/NOTES.md F round 3) and the decode weight streams (D round 9).
+# promotion one (bench/NOTES.md F round 3), the decode weight streams (D round 9) and the decode
+# chain's structure with no math (D round 30).
 if [ -n "${MXMOE_GPU_MICRO:-}" ]; then
-  for m in bench_wgmma_fp8_depth:wgmma_depth.txt bench_decode_streams:decode_streams.txt; do
+  for m in bench_wgmma_fp8_depth:wgmma_depth.txt bench_decode_streams:decode_streams.txt \
+           bench_chain_floor:chain_floor.txt; do
     t=${m%%:*} f=${m##*:}
     if ninja -C "$B" "$t" >> "$LOG/build.log" 2>&1; then
       "$B/tests/gpu/$t" > "$LOG/$f" 2>&1
