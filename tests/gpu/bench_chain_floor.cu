@@ -81,7 +81,7 @@ struct Buffers {
   float* y;            // [ctas * kThreads]
   float* out;          // [kThreads]
   unsigned* counters;  // [2] (fused)
-  unsigned* sink;
+  unsigned* sink;      // [2]: [0] keeps loads alive, [1] a fused wait timed out
 };
 
 // ---- chain: glue -> GEMM1 -> GEMM2 -> combine, PDL ----
@@ -130,10 +130,20 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ void wait_count(const unsigned* p, unsigned n) {
-  if (threadIdx.x == 0)
+// Thread 0 spins until *p reaches n, then the CTA goes on. Bounded (50 ms of %globaltimer): a
+// grid that is not all resident would otherwise hang the device call; the host reports it.
+__device__ __forceinline__ void wait_count(const unsigned* p, unsigned n, unsigned* timed_out) {
+  if (threadIdx.x == 0) {
+    uint64_t t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t0));
     while (ld_acquire(p) < n) {
+      asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+      if (t - t0 > 50000000ull) {
+        *timed_out = 1u;
+        break;
+      }
     }
+  }
   __syncthreads();
 }
 __global__ void __launch_bounds__(kThreads) fused_kernel(Buffers b, int64_t keep_per_cta) {
@@ -161,7 +171,7 @@ __global__ void __launch_bounds__(kThreads) fused_kernel(Buffers b, int64_t keep
   const Slice s2 = cta_slice(b.b2, blockIdx.x, ctas);
   const int64_t split = std::min(s2.b1, s2.b0 + keep_per_cta);
   acc ^= stream(b.w2, s2.b0, split, pol);
-  wait_count(&b.counters[0], ctas);
+  wait_count(&b.counters[0], ctas, b.sink + 1);
   acc ^= stream(b.w2, split, s2.b1, pol);
   float hsum = 0.0f;
   for (int c = 0; c < 4; ++c) hsum += b.h[((blockIdx.x + c) % ctas) * kThreads + threadIdx.x];
@@ -292,7 +302,8 @@ int main() {
   CK(cudaMalloc(&out, kThreads * sizeof(float)));
   CK(cudaMalloc(&counters, 2 * sizeof(unsigned)));
   CK(cudaMemset(counters, 0, 2 * sizeof(unsigned)));
-  CK(cudaMalloc(&sink, sizeof(unsigned)));
+  CK(cudaMalloc(&sink, 2 * sizeof(unsigned)));
+  CK(cudaMemset(sink, 0, 2 * sizeof(unsigned)));
   CK(cudaMalloc(&flush, flush_bytes));
   std::printf("CHAIN FLOOR %d SMs, %d CTAs of %d threads (%d per SM), L2 flushed, median of 20\n",
               sms, ctas, kThreads, ctas / sms);
@@ -318,6 +329,12 @@ int main() {
     std::printf("%-12s %9.2f %9.2f |", c.name, b.b1 * 1e-6, b.b2 * 1e-6);
     for (double u : us) std::printf(" %11.1f", u);
     std::printf(" | %6.0f\n", (b.b1 + b.b2) / us[0] * 1e-3);
+    unsigned timed_out = 0;
+    CK(cudaMemcpy(&timed_out, sink + 1, sizeof(unsigned), cudaMemcpyDeviceToHost));
+    if (timed_out != 0) {
+      std::printf("FAILED: a fused CTA waited 50 ms for the grid (not all CTAs resident)\n");
+      return 1;
+    }
   }
   CK(cudaFree(w1));
   CK(cudaFree(w2));
