@@ -6,7 +6,7 @@
 // program prices that lever before anyone builds it: it replays only the chain's byte streams
 // and dependencies, in CUDA graphs, L2 flushed before each replay:
 //   copy    one kernel streams GEMM1's and GEMM2's weight bytes, no dependency: the DRAM floor
-//           plus one launch;
+//           plus one launch; copy-cl4 the same grid in clusters of 4 (the split-K GEMMs' launch);
 //   chain   four kernels with PDL, like run_moe's: a one-CTA glue kernel writes the offsets;
 //           "GEMM1" streams its weights before its wait (as the decode kernels preload), then
 //           reads the offsets and writes h; "GEMM2" likewise with its weights, then reads h and
@@ -195,8 +195,9 @@ __global__ void __launch_bounds__(kThreads) fused_kernel(Buffers b, int64_t keep
   }
 }
 
-enum Variant { kCopy, kChainLate, kChainEarly, kFused };
-const char* const kVariantName[] = {"copy", "chain-late", "chain-early", "fused"};
+enum Variant { kCopy, kCopyCluster4, kChainLate, kChainEarly, kFused, kVariants };
+const char* const kVariantName[kVariants] = {"copy", "copy-cl4", "chain-late", "chain-early",
+                                             "fused"};
 
 template <class K, class... A>
 void launch(K kernel, int grid, cudaStream_t st, A... args) {
@@ -212,6 +213,21 @@ double time_variant(Variant v, const Buffers& b, int ctas, void* flush, size_t f
     case kCopy:
       launch(copy_kernel, ctas, st, b);
       break;
+    case kCopyCluster4: {  // the same grid in clusters of 4, as the split-K decode GEMMs launch
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(ctas);
+      cfg.blockDim = dim3(kThreads);
+      cfg.stream = st;
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = 4;
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      CK(cudaLaunchKernelEx(&cfg, copy_kernel, b));
+      break;
+    }
     case kChainLate:
     case kChainEarly:
       if (v == kChainEarly) {
@@ -323,8 +339,8 @@ int main() {
               out,
               counters,
               sink};
-    double us[4];
-    for (int v = 0; v < 4; ++v)
+    double us[kVariants];
+    for (int v = 0; v < kVariants; ++v)
       us[v] = time_variant(static_cast<Variant>(v), b, ctas, flush, flush_bytes);
     std::printf("%-12s %9.2f %9.2f |", c.name, b.b1 * 1e-6, b.b2 * 1e-6);
     for (double u : us) std::printf(" %11.1f", u);
