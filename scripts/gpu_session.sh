@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# scripts/gpu_session.sh: everything a session wants from one device call, when calls are scarce
+# (bench/NOTES.md, thirty-fifth and thirty-sixth sessions: most start attempts got no machine).
+# On the device (carry [".deps"], after `scripts/deps.sh --carry` here):
+#   bash scripts/gpu_session.sh
+# 1. scripts/gpu_check.sh: build, every GPU test, mxmoe check, and the table with --clocks: all
+#    token counts on an H200 (the card the targets are judged on), decode only (T = 1, 8, 64)
+#    elsewhere (an H100's full table is in bench/RESULTS.md, thirty-fifth session);
+# 2. the GPU router against caller ids at T = 1, 8, 64 with the decode trace, RouteAlone, and
+#    nvidia-smi's power section: router.txt;
+# 3. bench_chain_floor (the decode chain's structure with no math, D round 30): stdout.
+# Prints gpu_check's summary and table LAST. $OUT keeps at most 8 files: build.log and ctest.log
+# are dropped after a green build to make room for router.txt.
+# MXMOE_SESSION_TOKENS overrides the table's token list.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOG=${OUT:-build-gpu/logs}
+mkdir -p build-gpu
+mkdir -p "$LOG"
+if nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -q H200; then
+  tokens=1,8,64,512,4096,8192,16384
+else
+  tokens=1,8,64
+fi
+tokens=${MXMOE_SESSION_TOKENS:-$tokens}
+MXMOE_GPU_BENCH="--layouts ep16,tp8ep4 --tokens $tokens --backends w4a16,w4a8 --routing uniform \
+--router ids --budget 0.1 --clocks" bash scripts/gpu_check.sh > build-gpu/session.txt 2>&1
+rc=$?
+bin=build-gpu/tools/mxmoe/mxmoe
+glue=build-gpu/tests/gpu/test_gpu_glue_kernels
+if [ -x "$bin" ] && [ -x "$glue" ]; then
+  rm -f "$LOG/build.log" "$LOG/ctest.log"
+  {
+    MXMOE_DECODE_TRACE=1 "$bin" bench --layouts ep16,tp8ep4 --tokens 1,8,64 --router gpu,ids \
+      --backends w4a16 --routing uniform --no-baselines --budget 0.1 --clocks
+    "$glue" --gtest_also_run_disabled_tests --gtest_filter='*RouteAlone*'
+    nvidia-smi -q -d POWER
+  } > "$LOG/router.txt" 2>&1
+  echo "router: rc $? (router.txt)"
+fi
+if ninja -C build-gpu bench_chain_floor > /dev/null 2>&1; then
+  timeout 120 build-gpu/tests/gpu/bench_chain_floor
+  echo "bench_chain_floor: rc $?"
+else
+  echo "bench_chain_floor: build FAILED"
+fi
+echo "gpu_check: rc $rc"
+sed -n '/---- summary/,$p' build-gpu/session.txt | cut -c1-140
+exit "$rc"
