@@ -40,6 +40,7 @@
 #include "mxmoe/moe.h"
 #include "options.h"
 #include "report.h"
+#include "targets.h"
 #include "timing.h"
 #include "workload.h"
 
@@ -425,6 +426,7 @@ int run_bench(int argc, char** argv) {
     failure = std::current_exception();  // print what was measured, then report the error
   }
   print_table(rep, stdout);
+  print_targets(evaluate_targets(rep), stdout);
   std::fflush(stdout);
   if (!o.csv.empty()) write_csv(rep, o.csv);
   if (!o.json.empty()) write_json(rep, o.json);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mxmoe/common.h"
+#include "targets.h"
 
 namespace mxmoe::bench {
 namespace {
@@ -161,6 +162,11 @@ void write_json(const Report& r, const std::string& path) {
     rows.push_back(std::move(o));
   }
   j["rows"] = std::move(rows);
+  json targets = json::array();
+  for (const TargetCheck& c : evaluate_targets(r))
+    targets.push_back(
+        {{"group", c.group}, {"what", c.what}, {"value", c.value}, {"bar", c.bar}, {"met", c.met}});
+  j["targets"] = std::move(targets);
   std::ofstream f = open_out(path, "JSON");
   f << j.dump(1) << '\n';
   if (!f) throw Error("bench: write error on JSON file " + path);

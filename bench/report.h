@@ -10,7 +10,7 @@
 //   MHz      = median SM clock over the timed replays (--clocks; clocks.h), "-" when not sampled;
 //              a trailing '*' marks a case in which a power or thermal limit was active.
 // Table (stdout, last), CSV (one header line, one line per row, ceilings repeated per row so the
-// file stands alone) and JSON ({device, ceilings, notes, rows}).
+// file stands alone) and JSON ({device, ceilings, notes, rows, targets}: targets.h).
 #pragma once
 
 #include <cstdint>

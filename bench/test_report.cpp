@@ -1,7 +1,9 @@
 // bench/test_report.cpp: CPU checks of the report writers (report.h; no GPU, no GoogleTest, as
 // test_workload.cpp): the table keeps the columns scripts read (1, 2, 6, 9) in place and check
 // last, with the MHz column '-' when not sampled and "<MHz>*" under a power limit; every CSV line
-// has the header's field count, clock fields empty when not sampled; JSON has null clocks then.
+// has the header's field count, clock fields empty when not sampled; JSON has null clocks then;
+// the targets (targets.h) judge the right rows against the right bars, a failed check never meets
+// one, and their lines name what is not met.
 // Prints every failure; exit 1 if any.
 #include <cstdio>
 #include <fstream>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "report.h"
+#include "targets.h"
 #include "test_check.h"
 
 using namespace mxmoe::bench;
@@ -125,8 +128,95 @@ void check_csv_json() {
         "sampled clocks: %s", j["rows"][1]["clocks"].dump().c_str());
   CHECK(j["ceilings"]["fp8_clocks"].is_null() && j["ceilings"]["bf16_clocks"]["samples"] == 1,
         "ceiling clocks: %s", j["ceilings"].dump().c_str());
+  // Both sample rows are decode rows (T = 64): judged, neither at 85% of copy (pct_copy 0).
+  CHECK(j["targets"].size() == 2 && j["targets"][0]["group"] == "decode" &&
+            j["targets"][0]["met"] == false && j["targets"][1]["bar"] == 85.0,
+        "targets: %s", j["targets"].dump().c_str());
   std::remove(csv.c_str());
   std::remove(js.c_str());
+}
+
+// A run with decode rows on both sides of 85%, a failed-check row above it, a baseline row and
+// EP16 T=16384 rows of both backends (w4a16 at 75.2% of BF16; w4a8 at 72% of FP8 but only 1.5x).
+Row row(const char* layout, int tokens, const char* backend, double us, double pct_copy) {
+  Row w;
+  w.layout = layout;
+  w.tokens = tokens;
+  w.routing = "uniform";
+  w.backend = backend;
+  w.router = "ids";
+  w.t.median_us = us;
+  w.pct_copy = pct_copy;
+  w.verify = "ok";
+  return w;
+}
+
+std::string print_to_string(const std::vector<TargetCheck>& checks) {
+  std::FILE* f = std::tmpfile();
+  print_targets(checks, f);
+  std::rewind(f);
+  std::string text;
+  for (int c; (c = std::fgetc(f)) != EOF;) text += static_cast<char>(c);
+  std::fclose(f);
+  return text;
+}
+
+void check_targets() {
+  Report r;
+  r.rows.push_back(row("ep16", 64, "w4a16", 200, 86.0));
+  r.rows.push_back(row("ep16", 8, "w4a8", 70, 64.3));
+  r.rows.push_back(row("tp8ep4", 1, "w4a16", 25, 90.0));
+  r.rows.back().verify = "FAIL: output not finite";
+  r.rows.push_back(row("ep16", 64, "cublas-bf16", 1000, 82.0));  // a baseline: not judged
+  r.rows.push_back(row("ep16", 512, "w4a16", 380, 90.0));        // neither decode nor T=16384
+  Row p16 = row("ep16", 16384, "w4a16", 1800, 25.0);
+  p16.pct_bf16 = 75.2;
+  Row p8 = row("ep16", 16384, "w4a8", 1200, 24.0);
+  p8.pct_fp8 = 72.0;
+  r.rows.push_back(p16);
+  r.rows.push_back(p8);
+  Row other = row("tp8ep4", 16384, "w4a16", 1500, 20.0);  // prefill targets are EP16's only
+  other.pct_bf16 = 90.0;
+  r.rows.push_back(other);
+
+  const std::vector<TargetCheck> c = evaluate_targets(r);
+  CHECK(c.size() == 6, "%zu checks", c.size());
+  if (c.size() != 6) return;
+  CHECK(
+      c[0].group == "decode" && c[0].what == "ep16/64/w4a16 %copy" && c[0].met && c[0].bar == 85.0,
+      "c0 %s %s", c[0].group.c_str(), c[0].what.c_str());
+  CHECK(c[1].what == "ep16/8/w4a8 %copy" && !c[1].met && c[1].value == 64.3, "c1 %s",
+        c[1].what.c_str());
+  CHECK(c[2].what == "tp8ep4/1/w4a16 %copy" && !c[2].met, "c2: a failed check met a target");
+  CHECK(c[3].group == "prefill" && c[3].what == "ep16/16384/w4a16 %bf16" && c[3].met &&
+            c[3].bar == 75.0,
+        "c3 %s", c[3].what.c_str());
+  CHECK(c[4].what == "ep16/16384/w4a8 %fp8" && c[4].met && c[4].bar == 70.0, "c4 %s",
+        c[4].what.c_str());
+  CHECK(c[5].what == "ep16/16384/w4a8 x w4a16" && !c[5].met && c[5].value == 1.5 && c[5].bar == 1.6,
+        "c5 %s %.3f", c[5].what.c_str(), c[5].value);
+
+  const std::string text = print_to_string(c);
+  const std::vector<std::string> lines = lines_of(text);
+  CHECK(lines.size() == 3, "%zu lines:\n%s", lines.size(), text.c_str());
+  if (lines.size() == 3) {
+    CHECK(lines[1].find("decode  1 of 3 met; not: ep16/8/w4a8 %copy 64.3 (>= 85), "
+                        "tp8ep4/1/w4a16 %copy 90.0 (>= 85)") != std::string::npos,
+          "decode line: %s", lines[1].c_str());
+    CHECK(lines[2].find("prefill 2 of 3 met; not: ep16/16384/w4a8 x w4a16 1.50 (>= 1.60)") !=
+              std::string::npos,
+          "prefill line: %s", lines[2].c_str());
+  }
+  CHECK(print_to_string({}).empty(), "lines printed for no checks");
+  // Skewed routing and the GPU router are named; a run of only baselines has nothing to judge.
+  Report s;
+  s.rows.push_back(row("ep16", 1, "w4a16", 25, 24.0));
+  s.rows.back().routing = "skewed";
+  s.rows.back().router = "gpu";
+  s.rows.push_back(row("ep16", 1, "cublas-fp8", 31, 36.0));
+  const std::vector<TargetCheck> cs = evaluate_targets(s);
+  CHECK(cs.size() == 1 && cs[0].what == "ep16/1/w4a16/skewed/gpu %copy", "skewed/gpu label: %s",
+        cs.empty() ? "(none)" : cs[0].what.c_str());
 }
 
 }  // namespace
@@ -134,5 +224,6 @@ void check_csv_json() {
 int main() {
   check_table();
   check_csv_json();
+  check_targets();
   return test::check_summary("bench report checks passed");
 }

@@ -199,7 +199,9 @@ if [ -n "${MXMOE_GPU_TIMELINE:-}" ]; then
   echo "---- decode timeline ----"; grep "^TIMELINE" "$LOG/timeline.txt" 2>/dev/null | cut -c1-240
 fi
 if [ -n "${MXMOE_GPU_BENCH:-}" ]; then
-  echo "---- mxmoe bench ----"; grep -v "^note:" "$LOG/bench.log" | tail -60
+  # From the table's first line to the targets under it (the full table is ~60 rows).
+  echo "---- mxmoe bench ----"
+  sed -n '/^mxmoe bench on/,$p' "$LOG/bench.log" | grep -v "^note:" | tail -80
   # The table is long: repeat the verdict and the test counts below it, so the output's last
   # lines say whether the run passed (the first H100 run of the per-binary suite lost them).
   printf '%s\n' "${SUMMARY[@]}" | grep "^gpu tests:"
