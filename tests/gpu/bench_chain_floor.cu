@@ -10,8 +10,10 @@
 //   chain   four kernels with PDL, like run_moe's: a one-CTA glue kernel writes the offsets;
 //           "GEMM1" streams its weights before its wait (as the decode kernels preload), then
 //           reads the offsets and writes h; "GEMM2" likewise with its weights, then reads h and
-//           writes y; a one-CTA "combine" reads y. Each kernel triggers its dependents after its
-//           wait (the early trigger, the most overlap PDL allows), or at its end (late);
+//           writes y; a one-CTA "combine" reads y. Each kernel triggers its dependents at its
+//           start (early: the most overlap PDL allows; all of a GEMM's weights stream before
+//           its wait, so chain-early is the best case of any four-kernel chain), or at its end
+//           (late);
 //   fused   one persistent kernel (every CTA resident): each CTA reads the ids itself, streams
 //           its GEMM1 slice, writes its h, arrives on a grid counter; streams the part of its
 //           GEMM2 slice that fits in shared memory before waiting on that counter and the rest
@@ -85,20 +87,23 @@ struct Buffers {
 };
 
 // ---- chain: glue -> GEMM1 -> GEMM2 -> combine, PDL ----
+// kEarly: a kernel lets its dependent launch as soon as it starts (legal at any point: the
+// dependent's wait still waits for this grid's completion and memory), so the dependent's CTAs
+// take whatever SM room is left and stream their weights beside this kernel's.
 template <bool kEarly>
 __global__ void __launch_bounds__(kThreads) glue_kernel(Buffers b) {
-  pdl::wait();
   if (kEarly) pdl::launch_dependents();
+  pdl::wait();
   for (int i = threadIdx.x; i < b.pairs; i += kThreads) b.offsets[i] = b.ids[i] + 1;
   if (!kEarly) pdl::launch_dependents();
 }
 template <bool kEarly, bool kGemm1>
 __global__ void __launch_bounds__(kThreads) gemm_kernel(Buffers b) {
+  if (kEarly) pdl::launch_dependents();
   const uint64_t pol = evict_first_policy();
   const Slice s = cta_slice(kGemm1 ? b.b1 : b.b2, blockIdx.x, gridDim.x);
   unsigned acc = stream(kGemm1 ? b.w1 : b.w2, s.b0, s.b1, pol);  // no dependency: before wait
   pdl::wait();
-  if (kEarly) pdl::launch_dependents();
   const int i = blockIdx.x * kThreads + threadIdx.x;
   if (kGemm1) {
     b.h[i] = static_cast<float>(acc & 1u) + static_cast<float>(b.offsets[threadIdx.x % b.pairs]);
