@@ -70,6 +70,6 @@ if ninja -C build-gpu bench_chain_floor > /dev/null 2>&1; then
 else
   echo "bench_chain_floor: build FAILED"
 fi
-echo "gpu_check: rc $rc"
+echo "step 1 (gpu_check, or the build and table): rc $rc"
 sed -n '/---- summary/,$p' build-gpu/session.txt | cut -c1-140
 exit "$rc"
