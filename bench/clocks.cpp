@@ -57,9 +57,13 @@ ClockStats summarize(const std::vector<ClockSample>& samples) {
   return s;
 }
 
-double window_power_w(uint64_t mj_start, uint64_t mj_stop, double seconds) {
-  if (!(seconds >= kMinEnergyWindowS) || mj_stop < mj_start) return -1;
-  return static_cast<double>(mj_stop - mj_start) * 1e-3 / seconds;
+double stepped_power_w(const std::vector<EnergyStep>& steps) {
+  if (steps.size() < 2) return -1;
+  const EnergyStep& a = steps.front();
+  const EnergyStep& b = steps.back();
+  const double span = b.t_s - a.t_s;
+  if (!(span >= kMinEnergySpanS) || b.mj < a.mj) return -1;
+  return static_cast<double>(b.mj - a.mj) * 1e-3 / span;
 }
 
 std::string describe(const ClockStats& s) {
@@ -101,33 +105,42 @@ void ClockMonitor::start() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     samples_.clear();
+    steps_.clear();
   }
   stop_ = false;
-  energy_ok_ = energy_ && energy_(&energy_start_mj_);
   start_time_ = std::chrono::steady_clock::now();
+  energy_ok_ = energy_ && energy_(&energy_last_mj_);  // the baseline: not a change point
   thread_ = std::thread([this] { loop(); });
 }
 
 ClockStats ClockMonitor::stop() {
   if (!thread_.joinable()) throw std::logic_error("ClockMonitor::stop: not running");
   stop_ = true;
-  uint64_t mj = 0;
-  const bool energy_ok = energy_ok_ && energy_(&mj);
-  const std::chrono::duration<double> window = std::chrono::steady_clock::now() - start_time_;
   thread_.join();
   std::lock_guard<std::mutex> lock(mu_);
+  poll_energy();  // a change at the very end counts too
   ClockStats s = summarize(samples_);
-  if (energy_ok) s.power_w_window = window_power_w(energy_start_mj_, mj, window.count());
+  if (energy_ok_) s.power_w_window = stepped_power_w(steps_);
   return s;
+}
+
+void ClockMonitor::poll_energy() {
+  uint64_t mj = 0;
+  if (!energy_ok_ || !energy_(&mj) || mj == energy_last_mj_) return;
+  const std::chrono::duration<double> t = std::chrono::steady_clock::now() - start_time_;
+  steps_.push_back({t.count(), mj});
+  energy_last_mj_ = mj;
 }
 
 void ClockMonitor::loop() {
   // Sample first, then check: a window shorter than one period still gets its sample.
   do {
     ClockSample c;
-    if (fn_(&c)) {
+    const bool ok = fn_(&c);
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      samples_.push_back(c);
+      if (ok) samples_.push_back(c);
+      poll_energy();
     }
     std::this_thread::sleep_for(period_);
   } while (!stop_);

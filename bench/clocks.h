@@ -12,7 +12,7 @@
 // between replays included: a short case's samples mostly see the flush). The sampled power is
 // NVML's power reading, which Ampere and later GPUs (except GA100) average over the last second:
 // for a window of a few hundred ms it mostly reports what ran before. So the window's own mean
-// power comes from the board's energy counter, read when the window starts and when it stops.
+// power comes from the board's energy counter, polled with the samples (EnergyStep below).
 // NVML is opened at run time (dlopen of the driver's libnvidia-ml.so.1), so that the CLI still
 // starts where no driver is installed; the few entry points used are declared in clocks.cpp from
 // NVML's published ABI.
@@ -70,10 +70,20 @@ using SampleFn = std::function<bool(ClockSample*)>;  // false: this sample is dr
 // The board's energy counter in millijoules (monotonic); false: not available.
 using EnergyFn = std::function<bool(uint64_t*)>;
 
-// A window's mean power from two energy readings (mJ) taken `seconds` apart; < 0 when the window
-// is too short for the counter (under kMinEnergyWindowS) or the readings make no sense.
-constexpr double kMinEnergyWindowS = 0.02;
-double window_power_w(uint64_t mj_start, uint64_t mj_stop, double seconds);
+// The energy counter advances in steps, not continuously: on an H100 (driver 580, thirty-sixth
+// session) the first windows of a run read the same value at their start and stop (0 W over a
+// copy ceiling at full load), later ones ~705 W. So the monitor polls the counter with each
+// sample and keeps the points where it changed: between two changes, energy and time are both
+// known (time to the polling period), whatever the counter's cadence.
+struct EnergyStep {
+  double t_s = 0;   // seconds since the window started, when the change was seen
+  uint64_t mj = 0;  // the counter's new value
+};
+// A window's mean power from its change points: (last - first) mJ over (last - first) s; < 0
+// with fewer than two changes, a span under kMinEnergySpanS (too coarse against the polling) or
+// a counter that went back.
+constexpr double kMinEnergySpanS = 0.01;
+double stepped_power_w(const std::vector<EnergyStep>& steps);
 
 // Samples fn every period on its own thread between start() and stop(), and, with an energy
 // source, the window's mean power (ClockStats::power_w_window). One window at a time; start()
@@ -90,11 +100,13 @@ class ClockMonitor {
 
  private:
   void loop();
+  void poll_energy();  // records a change point when the counter moved (under mu_)
   SampleFn fn_;
   std::chrono::microseconds period_;
   EnergyFn energy_;
   bool energy_ok_ = false;
-  uint64_t energy_start_mj_ = 0;
+  uint64_t energy_last_mj_ = 0;
+  std::vector<EnergyStep> steps_;
   std::chrono::steady_clock::time_point start_time_;
   std::thread thread_;
   std::atomic<bool> stop_{false};

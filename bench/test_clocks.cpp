@@ -45,10 +45,13 @@ void check_statistics() {
   w.power_w_window = 655.4;
   CHECK(describe(w) == "1500..1980 MHz (med 1868), 655 W, power_cap+hw_thermal 50%", "'%s'",
         describe(w).c_str());
-  CHECK(window_power_w(1000, 13000, 0.02) == 600, "12 J over 20 ms: %g W",
-        window_power_w(1000, 13000, 0.02));
-  CHECK(window_power_w(1000, 1100, 0.001) < 0, "a 1 ms window is below the counter's grain");
-  CHECK(window_power_w(2000, 1000, 0.5) < 0, "a counter that went back");
+  // Power from the counter's change points: first to last, whatever came between.
+  CHECK(stepped_power_w({{0.005, 1000}, {0.015, 7000}, {0.025, 13000}}) == 600,
+        "12 J over 20 ms: %g W", stepped_power_w({{0.005, 1000}, {0.015, 7000}, {0.025, 13000}}));
+  CHECK(stepped_power_w({}) < 0 && stepped_power_w({{0.01, 5000}}) < 0,
+        "fewer than two changes gave a power");
+  CHECK(stepped_power_w({{0.001, 1000}, {0.006, 4000}}) < 0, "a 5 ms span is below the grain");
+  CHECK(stepped_power_w({{0.0, 2000}, {0.5, 1000}}) < 0, "a counter that went back");
   const ClockStats flat = summarize({{1755, -1, 0}, {1755, -1, kReasonIdle}});
   CHECK(flat.power_w_median < 0 && describe(flat) == "1755 MHz", "flat, no power: '%s'",
         describe(flat).c_str());
@@ -127,14 +130,17 @@ void check_monitor() {
 // The window's mean power from an energy source: read at start and stop, none for a window
 // under the counter's grain or from a failing source.
 void check_window_power() {
-  // 1 J per ms of the steady clock (1 mJ per us), so the window's mean is 1000 W.
+  // 1 J per ms of the steady clock (1 mJ per us), so the window's mean is 1000 W; a counter that
+  // moves at every poll.
   const auto t0 = std::chrono::steady_clock::now();
-  auto joules_per_ms = [t0](uint64_t* mj) {
+  auto us_since_t0 = [t0] {
     const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - t0;
-    *mj = static_cast<uint64_t>(us.count());
-    return true;
+    return static_cast<uint64_t>(us.count());
   };
-  ClockMonitor e(constant_clock(1980), std::chrono::microseconds(500), joules_per_ms);
+  ClockMonitor e(constant_clock(1980), std::chrono::microseconds(500), [&](uint64_t* mj) {
+    *mj = us_since_t0();
+    return true;
+  });
   e.start();
   std::this_thread::sleep_for(std::chrono::milliseconds(40));
   const ClockStats ew = e.stop();
@@ -144,6 +150,26 @@ void check_window_power() {
   const ClockStats es = e.stop();
   CHECK(es.power_w_window < 0 && es.samples >= 1, "short window: %g W, %d samples",
         es.power_w_window, es.samples);
+  // The same 1000 W seen through a counter that advances only every 20 ms: a two-point reading
+  // of a 70 ms window would be off by up to 2/7; the change points are exact to the poll.
+  ClockMonitor stepped(constant_clock(1980), std::chrono::microseconds(500), [&](uint64_t* mj) {
+    *mj = us_since_t0() / 20000 * 20000;
+    return true;
+  });
+  stepped.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(70));
+  const ClockStats sw = stepped.stop();
+  CHECK(std::fabs(sw.power_w_window - 1000) < 60, "stepped counter: %g W, expected ~1000",
+        sw.power_w_window);
+  // A counter that does not move during the window (the H100's first windows): no power, not 0 W.
+  ClockMonitor stuck(constant_clock(1980), std::chrono::microseconds(500), [](uint64_t* mj) {
+    *mj = 123456;
+    return true;
+  });
+  stuck.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const ClockStats st = stuck.stop();
+  CHECK(st.power_w_window < 0, "a stuck counter gave %g W", st.power_w_window);
   ClockMonitor failing(constant_clock(1980), std::chrono::microseconds(500),
                        [](uint64_t*) { return false; });
   failing.start();
