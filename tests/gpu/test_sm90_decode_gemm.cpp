@@ -438,8 +438,8 @@ void bench(const char* layout, int E, int I, int topk, int T) {
 TEST(Sm90DecodeBench, DISABLED_KimiShapes) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "SKIPPED: no CUDA device";
-  for (int T : {1, 4, 16, 64, 256, 512}) bench("EP16", 56, 3072, 1, T);
-  for (int T : {1, 16, 64, 224}) bench("TP8xEP4", 224, 384, 4, T);
+  for (int T : {1, 4, 8, 16, 64, 256, 512}) bench("EP16", 56, 3072, 1, T);
+  for (int T : {1, 8, 16, 64, 224}) bench("TP8xEP4", 224, 384, 4, T);
 }
 
 // The per-CTA timeline of the GEMM1 -> GEMM2 decode chain on the bulk ring (bench/NOTES.md D
