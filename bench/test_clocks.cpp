@@ -127,54 +127,53 @@ void check_monitor() {
   }
 }
 
-// The window's mean power from an energy source: read at start and stop, none for a window
-// under the counter's grain or from a failing source.
+// The window's mean power from an energy source, whose counter the monitor polls: exact for a
+// counter that moves at every poll or in 20 ms steps; none for a window under the counter's
+// grain, a counter that does not move or a failing source.
+ClockStats window_of(const EnergyFn& energy, int ms) {
+  ClockMonitor m(constant_clock(1980), std::chrono::microseconds(500), energy);
+  m.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return m.stop();
+}
+
 void check_window_power() {
-  // 1 J per ms of the steady clock (1 mJ per us), so the window's mean is 1000 W; a counter that
-  // moves at every poll.
+  // 1 J per ms of the steady clock (1 mJ per us): the window's mean is 1000 W.
   const auto t0 = std::chrono::steady_clock::now();
   auto us_since_t0 = [t0] {
     const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - t0;
     return static_cast<uint64_t>(us.count());
   };
-  ClockMonitor e(constant_clock(1980), std::chrono::microseconds(500), [&](uint64_t* mj) {
+  const EnergyFn every_poll = [&](uint64_t* mj) {
     *mj = us_since_t0();
     return true;
-  });
-  e.start();
-  std::this_thread::sleep_for(std::chrono::milliseconds(40));
-  const ClockStats ew = e.stop();
+  };
+  const ClockStats ew = window_of(every_poll, 40);
   CHECK(std::fabs(ew.power_w_window - 1000) < 5, "window power %g W, expected ~1000",
         ew.power_w_window);
-  e.start();  // too short a window for the counter: no window power, the samples stay
-  const ClockStats es = e.stop();
+  const ClockStats es = window_of(every_poll, 0);  // too short: no window power, samples stay
   CHECK(es.power_w_window < 0 && es.samples >= 1, "short window: %g W, %d samples",
         es.power_w_window, es.samples);
-  // The same 1000 W seen through a counter that advances only every 20 ms: a two-point reading
-  // of a 70 ms window would be off by up to 2/7; the change points are exact to the poll.
-  ClockMonitor stepped(constant_clock(1980), std::chrono::microseconds(500), [&](uint64_t* mj) {
-    *mj = us_since_t0() / 20000 * 20000;
-    return true;
-  });
-  stepped.start();
-  std::this_thread::sleep_for(std::chrono::milliseconds(70));
-  const ClockStats sw = stepped.stop();
+  // The same 1000 W through a counter that advances only every 20 ms: a two-point reading of a
+  // 70 ms window would be off by up to 2/7; the change points are exact to the poll.
+  const ClockStats sw = window_of(
+      [&](uint64_t* mj) {
+        *mj = us_since_t0() / 20000 * 20000;
+        return true;
+      },
+      70);
   CHECK(std::fabs(sw.power_w_window - 1000) < 60, "stepped counter: %g W, expected ~1000",
         sw.power_w_window);
   // A counter that does not move during the window (the H100's first windows): no power, not 0 W.
-  ClockMonitor stuck(constant_clock(1980), std::chrono::microseconds(500), [](uint64_t* mj) {
-    *mj = 123456;
-    return true;
-  });
-  stuck.start();
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  const ClockStats st = stuck.stop();
+  const ClockStats st = window_of(
+      [](uint64_t* mj) {
+        *mj = 123456;
+        return true;
+      },
+      30);
   CHECK(st.power_w_window < 0, "a stuck counter gave %g W", st.power_w_window);
-  ClockMonitor failing(constant_clock(1980), std::chrono::microseconds(500),
-                       [](uint64_t*) { return false; });
-  failing.start();
-  std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  CHECK(failing.stop().power_w_window < 0, "a failing energy source gave a window power");
+  CHECK(window_of([](uint64_t*) { return false; }, 25).power_w_window < 0,
+        "a failing energy source gave a window power");
 }
 
 void check_nvml_absent_or_refusing() {

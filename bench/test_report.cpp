@@ -40,6 +40,18 @@ size_t fields(const std::string& csv_line) {
   return n;
 }
 
+// What print(f) writes to a FILE*, as a string.
+template <class Print>
+std::string printed(Print print) {
+  std::FILE* f = std::tmpfile();
+  print(f);
+  std::rewind(f);
+  std::string text;
+  for (int c; (c = std::fgetc(f)) != EOF;) text += static_cast<char>(c);
+  std::fclose(f);
+  return text;
+}
+
 Report sample_report() {
   Report r;
   r.device = "test device";
@@ -70,12 +82,7 @@ Report sample_report() {
 
 void check_table() {
   const Report r = sample_report();
-  std::FILE* f = std::tmpfile();
-  print_table(r, f);
-  std::rewind(f);
-  std::string text;
-  for (int c; (c = std::fgetc(f)) != EOF;) text += static_cast<char>(c);
-  std::fclose(f);
+  const std::string text = printed([&](std::FILE* f) { print_table(r, f); });
   const std::vector<std::string> lines = lines_of(text);
   std::vector<std::string> rows;
   bool ceiling_clocks = false;
@@ -151,16 +158,6 @@ Row row(const char* layout, int tokens, const char* backend, double us, double p
   return w;
 }
 
-std::string print_to_string(const std::vector<TargetCheck>& checks) {
-  std::FILE* f = std::tmpfile();
-  print_targets(checks, f);
-  std::rewind(f);
-  std::string text;
-  for (int c; (c = std::fgetc(f)) != EOF;) text += static_cast<char>(c);
-  std::fclose(f);
-  return text;
-}
-
 void check_targets() {
   Report r;
   r.rows.push_back(row("ep16", 64, "w4a16", 200, 86.0));
@@ -196,7 +193,7 @@ void check_targets() {
   CHECK(c[5].what == "ep16/16384/w4a8 x w4a16" && !c[5].met && c[5].value == 1.5 && c[5].bar == 1.6,
         "c5 %s %.3f", c[5].what.c_str(), c[5].value);
 
-  const std::string text = print_to_string(c);
+  const std::string text = printed([&](std::FILE* f) { print_targets(c, f); });
   const std::vector<std::string> lines = lines_of(text);
   CHECK(lines.size() == 3, "%zu lines:\n%s", lines.size(), text.c_str());
   if (lines.size() == 3) {
@@ -207,7 +204,7 @@ void check_targets() {
               std::string::npos,
           "prefill line: %s", lines[2].c_str());
   }
-  CHECK(print_to_string({}).empty(), "lines printed for no checks");
+  CHECK(printed([](std::FILE* f) { print_targets({}, f); }).empty(), "lines printed for no checks");
   // Skewed routing and the GPU router are named; a run of only baselines has nothing to judge.
   Report s;
   s.rows.push_back(row("ep16", 1, "w4a16", 25, 24.0));
