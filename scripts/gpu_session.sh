@@ -12,7 +12,8 @@
 # Prints gpu_check's summary and table LAST. $OUT keeps at most 8 files: build.log and ctest.log
 # are dropped after a green build to make room for router.txt.
 # MXMOE_SESSION_TOKENS overrides the table's token list; MXMOE_SESSION_TESTS=0 skips the GPU
-# tests and mxmoe check (step 1 becomes a build of mxmoe and the glue tests, then the table).
+# tests and mxmoe check (gpu_check's MXMOE_GPU_SKIP_TESTS: only where no kernel changed since
+# they last passed on a device).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=${OUT:-build-gpu/logs}
@@ -26,32 +27,14 @@ fi
 tokens=${MXMOE_SESSION_TOKENS:-$tokens}
 flags="--layouts ep16,tp8ep4 --tokens $tokens --backends w4a16,w4a8 --routing uniform --router ids \
 --budget 0.1 --clocks"
-if [ "${MXMOE_SESSION_TESTS:-1}" = 0 ]; then
-  # Short of device time: the table without the GPU tests (only where no kernel changed since
-  # they last passed on a device), built from just the targets it runs.
-  deps=()
-  [ -d .deps/googletest ] && deps+=(-DMXMOE_GTEST_DIR="$PWD/.deps/googletest")
-  [ -d .deps/json ] && deps+=(-DMXMOE_JSON_INCLUDE="$PWD/.deps/json")
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXMOE_ENABLE_CUDA=ON "${deps[@]}" \
-    > build-gpu/configure.log 2>&1 &&
-    ninja -C build-gpu -j16 mxmoe test_gpu_glue_kernels > "$LOG/build.log" 2>&1
-  rc=$?
-  echo "---- summary ----" > build-gpu/session.txt
-  echo "build (no GPU tests): rc $rc" >> build-gpu/session.txt
-  if [ $rc = 0 ]; then
-    echo "---- mxmoe bench ----" >> build-gpu/session.txt
-    # shellcheck disable=SC2086
-    build-gpu/tools/mxmoe/mxmoe bench $flags --csv "$LOG/bench.csv" > "$LOG/bench.log" 2>&1
-    rc=$?
-    sed -n '/^mxmoe bench on/,$p' "$LOG/bench.log" | grep -v "^note:" >> build-gpu/session.txt
-    echo "mxmoe bench: rc $rc" >> build-gpu/session.txt
-  else
-    tail -20 "$LOG/build.log" >> build-gpu/session.txt
-  fi
-else
-  MXMOE_GPU_BENCH="$flags" bash scripts/gpu_check.sh > build-gpu/session.txt 2>&1
-  rc=$?
-fi
+skip=
+[ "${MXMOE_SESSION_TESTS:-1}" = 0 ] && skip=1
+MXMOE_GPU_SKIP_TESTS=$skip MXMOE_GPU_BENCH="$flags" bash scripts/gpu_check.sh \
+  > build-gpu/session.txt 2>&1
+rc=$?
+# Steps 2 and 3 need two targets gpu_check builds only with the tests (or not at all).
+ninja -C build-gpu test_gpu_glue_kernels bench_chain_floor > build-gpu/session_build.log 2>&1 ||
+  echo "build of test_gpu_glue_kernels / bench_chain_floor FAILED (build-gpu/session_build.log)"
 bin=build-gpu/tools/mxmoe/mxmoe
 glue=build-gpu/tests/gpu/test_gpu_glue_kernels
 if [ -x "$bin" ] && [ -x "$glue" ]; then
@@ -64,12 +47,10 @@ if [ -x "$bin" ] && [ -x "$glue" ]; then
   } > "$LOG/router.txt" 2>&1
   echo "router: rc $? (router.txt)"
 fi
-if ninja -C build-gpu bench_chain_floor > /dev/null 2>&1; then
+if [ -x build-gpu/tests/gpu/bench_chain_floor ]; then
   timeout 120 build-gpu/tests/gpu/bench_chain_floor
   echo "bench_chain_floor: rc $?"
-else
-  echo "bench_chain_floor: build FAILED"
 fi
-echo "step 1 (gpu_check, or the build and table): rc $rc"
+echo "step 1 (gpu_check): rc $rc"
 sed -n '/---- summary/,$p' build-gpu/session.txt | cut -c1-140
 exit "$rc"
