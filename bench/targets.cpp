@@ -33,9 +33,10 @@ std::vector<TargetCheck> evaluate_targets(const Report& r) {
       continue;
     }
     out.push_back(judge("prefill", w, "%fp8", w.pct_fp8, kPrefillW4a8Fp8Pct));
-    for (const Row& v : r.rows) {  // its w4a16 twin of the same run
+    if (w.t.median_us <= 0) continue;  // no time: no speed-up to judge
+    for (const Row& v : r.rows) {      // its w4a16 twin of the same run
       if (v.backend != "w4a16" || v.layout != w.layout || v.tokens != w.tokens ||
-          v.routing != w.routing || v.router != w.router || w.t.median_us <= 0)
+          v.routing != w.routing || v.router != w.router)
         continue;
       TargetCheck c =
           judge("prefill", w, "x w4a16", v.t.median_us / w.t.median_us, kPrefillW4a8Speedup);
