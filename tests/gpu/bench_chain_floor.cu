@@ -31,6 +31,7 @@
 
 #include "bench_cuda_check.h"
 #include "sm90/decode_gemm_kernel.cuh"  // evict_first_policy, ld_weights_v4: the kernels' loads
+#include "sm90/ptx.cuh"                 // ld_acquire_gpu
 #include "smxx/pdl.cuh"
 
 namespace {
@@ -78,12 +79,12 @@ struct Buffers {
   int64_t b1, b2;     // their bytes
   const int* ids;     // [pairs]
   int pairs;
-  int* offsets;        // [pairs] (the glue's output)
-  float* h;            // [ctas * kThreads]
-  float* y;            // [ctas * kThreads]
-  float* out;          // [kThreads]
-  unsigned* counters;  // [2] (fused)
-  unsigned* sink;      // [2]: [0] keeps loads alive, [1] a fused wait timed out
+  int* offsets;    // [pairs] (the glue's output)
+  float* h;        // [ctas * kThreads]
+  float* y;        // [ctas * kThreads]
+  float* out;      // [kThreads]
+  int* counters;   // [2] (fused)
+  unsigned* sink;  // [2]: [0] keeps loads alive, [1] a fused wait timed out
 };
 
 // ---- chain: glue -> GEMM1 -> GEMM2 -> combine, PDL ----
@@ -130,20 +131,18 @@ __global__ void __launch_bounds__(kThreads) copy_kernel(Buffers b) {
 }
 
 // ---- fused: one persistent kernel, grid counters ----
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
+__device__ __forceinline__ uint64_t globaltimer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+  return t;
 }
 // Thread 0 spins until *p reaches n, then the CTA goes on. Bounded (50 ms of %globaltimer): a
 // grid that is not all resident would otherwise hang the device call; the host reports it.
-__device__ __forceinline__ void wait_count(const unsigned* p, unsigned n, unsigned* timed_out) {
+__device__ __forceinline__ void wait_count(const int* p, int n, unsigned* timed_out) {
   if (threadIdx.x == 0) {
-    uint64_t t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t0));
-    while (ld_acquire(p) < n) {
-      asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
-      if (t - t0 > 50000000ull) {
+    const uint64_t t0 = globaltimer_ns();
+    while (mxmoe::sm90::ptx::ld_acquire_gpu(p) < n) {
+      if (globaltimer_ns() - t0 > 50000000ull) {
         *timed_out = 1u;
         break;
       }
@@ -155,7 +154,7 @@ __global__ void __launch_bounds__(kThreads) fused_kernel(Buffers b, int64_t keep
   __shared__ int s_off;
   __shared__ bool s_last;
   const uint64_t pol = evict_first_policy();
-  const unsigned ctas = gridDim.x;
+  const int ctas = gridDim.x;
   // every CTA groups the ids itself (the glue's work, here one read per thread)
   if (threadIdx.x == 0) {
     int v = 0;
@@ -170,7 +169,7 @@ __global__ void __launch_bounds__(kThreads) fused_kernel(Buffers b, int64_t keep
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
-    atomicAdd(&b.counters[0], 1u);
+    atomicAdd(&b.counters[0], 1);
   }
   // GEMM2's weights do not depend on h: what fits in shared memory streams before the wait
   const Slice s2 = cta_slice(b.b2, blockIdx.x, ctas);
@@ -185,13 +184,13 @@ __global__ void __launch_bounds__(kThreads) fused_kernel(Buffers b, int64_t keep
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
-    s_last = atomicAdd(&b.counters[1], 1u) == ctas - 1;
+    s_last = atomicAdd(&b.counters[1], 1) == ctas - 1;
   }
   __syncthreads();
   if (s_last) {  // the combine: every CTA has passed both counters
     __threadfence();
     float sum = 0.0f;
-    for (unsigned c = 0; c < ctas; c += 64) sum += b.y[c * kThreads + threadIdx.x];
+    for (int c = 0; c < ctas; c += 64) sum += b.y[c * kThreads + threadIdx.x];
     b.out[threadIdx.x] = sum;
     if (threadIdx.x == 0) {
       b.counters[0] = 0;
@@ -308,7 +307,8 @@ int main() {
   uint8_t *w1 = nullptr, *w2 = nullptr;
   int *ids = nullptr, *offsets = nullptr;
   float *h = nullptr, *y = nullptr, *out = nullptr;
-  unsigned *counters = nullptr, *sink = nullptr;
+  int* counters = nullptr;
+  unsigned* sink = nullptr;
   void* flush = nullptr;
   const size_t flush_bytes = 256u << 20;
   CK(cudaMalloc(&w1, max1 + 16));
@@ -321,8 +321,8 @@ int main() {
   CK(cudaMalloc(&h, static_cast<size_t>(ctas) * kThreads * sizeof(float)));
   CK(cudaMalloc(&y, static_cast<size_t>(ctas) * kThreads * sizeof(float)));
   CK(cudaMalloc(&out, kThreads * sizeof(float)));
-  CK(cudaMalloc(&counters, 2 * sizeof(unsigned)));
-  CK(cudaMemset(counters, 0, 2 * sizeof(unsigned)));
+  CK(cudaMalloc(&counters, 2 * sizeof(int)));
+  CK(cudaMemset(counters, 0, 2 * sizeof(int)));
   CK(cudaMalloc(&sink, 2 * sizeof(unsigned)));
   CK(cudaMemset(sink, 0, 2 * sizeof(unsigned)));
   CK(cudaMalloc(&flush, flush_bytes));
