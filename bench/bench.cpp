@@ -364,8 +364,7 @@ int run_bench(int argc, char** argv) {
     if (nvml) {
       NvmlClocks* src = nvml.get();
       clocks = std::make_unique<ClockMonitor>([src](ClockSample* c) { return src->sample(c); },
-                                              std::chrono::microseconds(500),
-                                              [src](uint64_t* mj) { return src->energy_mj(mj); });
+                                              std::chrono::microseconds(500));
     } else {
       rep.notes.push_back("clocks: not sampled: " + why);
       std::fprintf(stderr, "bench: --clocks: not sampled: %s\n", why.c_str());
@@ -402,8 +401,8 @@ int run_bench(int argc, char** argv) {
     const std::string what =
         "clocks: NVML every 0.5 ms over each case's timed replays (flushes included); MHz = median "
         "SM clock, '*' = a power or thermal limit was active in some sample; W = the window's mean "
-        "board power from the energy counter ('avg': NVML's 1-s running average instead); board "
-        "power limit ";
+        "instantaneous board power ('avg': NVML's 1-s running average, shown for windows >= 1 s "
+        "only); board power limit ";
     rep.notes.push_back(what + limit);
   }
   Context cx{o, sh.s, blas, o.flush_l2 ? &flush : nullptr, clocks.get(), rep};

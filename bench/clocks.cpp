@@ -36,17 +36,23 @@ std::string describe_reasons(uint64_t mask) {
   return out;
 }
 
-ClockStats summarize(const std::vector<ClockSample>& samples) {
+ClockStats summarize(const std::vector<ClockSample>& samples, double window_s) {
   ClockStats s;
   if (samples.empty()) return s;
+  s.window_s = window_s;
   std::vector<double> mhz, watts;
-  int limited = 0;
+  double instant_sum = 0;
+  int instant = 0, limited = 0;
   for (const ClockSample& c : samples) {
     mhz.push_back(c.sm_mhz);
-    if (c.power_w >= 0) watts.push_back(c.power_w);
+    if (c.power_w >= 0) {
+      watts.push_back(c.power_w);
+      if (c.power_instant) instant_sum += c.power_w, ++instant;
+    }
     limited += (c.reasons & kReasonsLimiting) != 0;
     s.reasons_seen |= c.reasons;
   }
+  if (instant >= 2 && window_s >= kMinInstantWindowS) s.power_w_window = instant_sum / instant;
   s.samples = static_cast<int>(samples.size());
   const Spread sm = spread_of(std::move(mhz));
   s.sm_mhz_median = sm.median;
@@ -55,15 +61,6 @@ ClockStats summarize(const std::vector<ClockSample>& samples) {
   if (!watts.empty()) s.power_w_median = spread_of(std::move(watts)).median;
   s.limited_frac = static_cast<double>(limited) / s.samples;
   return s;
-}
-
-double stepped_power_w(const std::vector<EnergyStep>& steps) {
-  if (steps.size() < 2) return -1;
-  const EnergyStep& a = steps.front();
-  const EnergyStep& b = steps.back();
-  const double span = b.t_s - a.t_s;
-  if (!(span >= kMinEnergySpanS) || b.mj < a.mj) return -1;
-  return static_cast<double>(b.mj - a.mj) * 1e-3 / span;
 }
 
 std::string describe(const ClockStats& s) {
@@ -78,7 +75,7 @@ std::string describe(const ClockStats& s) {
   if (s.power_w_window >= 0) {
     std::snprintf(b, sizeof b, ", %.0f W", s.power_w_window);
     out += b;
-  } else if (s.power_w_median >= 0) {
+  } else if (s.power_w_median >= 0 && s.window_s >= kRunningAverageS) {
     std::snprintf(b, sizeof b, ", %.0f W avg", s.power_w_median);
     out += b;
   }
@@ -90,8 +87,8 @@ std::string describe(const ClockStats& s) {
   return out;
 }
 
-ClockMonitor::ClockMonitor(SampleFn fn, std::chrono::microseconds period, EnergyFn energy)
-    : fn_(std::move(fn)), period_(period), energy_(std::move(energy)) {}
+ClockMonitor::ClockMonitor(SampleFn fn, std::chrono::microseconds period)
+    : fn_(std::move(fn)), period_(period) {}
 
 ClockMonitor::~ClockMonitor() {
   if (thread_.joinable()) {
@@ -105,11 +102,9 @@ void ClockMonitor::start() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     samples_.clear();
-    steps_.clear();
   }
   stop_ = false;
   start_time_ = std::chrono::steady_clock::now();
-  energy_ok_ = energy_ && energy_(&energy_last_mj_);  // the baseline: not a change point
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -117,19 +112,9 @@ ClockStats ClockMonitor::stop() {
   if (!thread_.joinable()) throw std::logic_error("ClockMonitor::stop: not running");
   stop_ = true;
   thread_.join();
+  const std::chrono::duration<double> window = std::chrono::steady_clock::now() - start_time_;
   std::lock_guard<std::mutex> lock(mu_);
-  poll_energy();  // a change at the very end counts too
-  ClockStats s = summarize(samples_);
-  if (energy_ok_) s.power_w_window = stepped_power_w(steps_);
-  return s;
-}
-
-void ClockMonitor::poll_energy() {
-  uint64_t mj = 0;
-  if (!energy_ok_ || !energy_(&mj) || mj == energy_last_mj_) return;
-  const std::chrono::duration<double> t = std::chrono::steady_clock::now() - start_time_;
-  steps_.push_back({t.count(), mj});
-  energy_last_mj_ = mj;
+  return summarize(samples_, window.count());
 }
 
 void ClockMonitor::loop() {
@@ -140,7 +125,6 @@ void ClockMonitor::loop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (ok) samples_.push_back(c);
-      poll_energy();
     }
     std::this_thread::sleep_for(period_);
   } while (!stop_);
@@ -148,6 +132,43 @@ void ClockMonitor::loop() {
 
 // NVML's ABI, as published (nvml.h is not part of every toolkit install): status 0 is success,
 // devices are opaque handles, clock type 1 is the SM clock, power is reported in milliwatts.
+// Field values (nvmlDeviceGetFieldValues) come as nvmlFieldValue_t: the field id in, then the
+// time, the call's status and a typed 8-byte value out.
+namespace {
+struct NvmlFieldValue {
+  unsigned field_id;
+  unsigned scope_id;
+  long long timestamp_us;
+  long long latency_us;
+  int value_type;  // nvmlValueType_t: 0 double, 1 uint, 2 ulong, 3 ulonglong, 4 slonglong, 5 sint
+  int status;
+  union {
+    double d;
+    unsigned ui;
+    unsigned long ul;
+    unsigned long long ull;
+    long long sll;
+    int si;
+  } value;
+};
+static_assert(sizeof(NvmlFieldValue) == 40, "nvmlFieldValue_t is 40 bytes");
+constexpr unsigned kFieldPowerInstant = 186;  // NVML_FI_DEV_POWER_INSTANT, mW
+
+// The value of a field as a double; false for a failed field or an unknown type.
+bool field_as_double(const NvmlFieldValue& f, double* out) {
+  if (f.status != 0) return false;
+  switch (f.value_type) {
+    case 0: *out = f.value.d; return true;
+    case 1: *out = f.value.ui; return true;
+    case 2: *out = static_cast<double>(f.value.ul); return true;
+    case 3: *out = static_cast<double>(f.value.ull); return true;
+    case 4: *out = static_cast<double>(f.value.sll); return true;
+    case 5: *out = f.value.si; return true;
+    default: return false;
+  }
+}
+}  // namespace
+
 struct NvmlClocks::Api {
   using Device = struct NvmlDeviceOpaque*;
   using Init = int (*)();
@@ -157,7 +178,7 @@ struct NvmlClocks::Api {
   using ClockInfo = int (*)(Device, int, unsigned*);
   using PowerUsage = int (*)(Device, unsigned*);
   using Reasons = int (*)(Device, unsigned long long*);
-  using Energy = int (*)(Device, unsigned long long*);
+  using FieldValues = int (*)(Device, int, NvmlFieldValue*);
   using PowerLimit = int (*)(Device, unsigned*);
   static constexpr int kClockSm = 1;
 
@@ -167,7 +188,7 @@ struct NvmlClocks::Api {
   ClockInfo clock_info = nullptr;
   PowerUsage power_usage = nullptr;  // optional
   Reasons reasons = nullptr;         // optional
-  Energy energy = nullptr;           // optional (Volta and later)
+  FieldValues field_values = nullptr;  // optional; null again once the power field fails
   PowerLimit power_limit = nullptr;  // optional
   Device dev = nullptr;
 
@@ -199,7 +220,7 @@ std::unique_ptr<NvmlClocks> NvmlClocks::open(const std::string& pci_bus_id, std:
   api->clock_info = reinterpret_cast<Api::ClockInfo>(sym("nvmlDeviceGetClockInfo"));
   api->power_usage = reinterpret_cast<Api::PowerUsage>(sym("nvmlDeviceGetPowerUsage"));
   api->reasons = reinterpret_cast<Api::Reasons>(sym("nvmlDeviceGetCurrentClocksEventReasons"));
-  api->energy = reinterpret_cast<Api::Energy>(sym("nvmlDeviceGetTotalEnergyConsumption"));
+  api->field_values = reinterpret_cast<Api::FieldValues>(sym("nvmlDeviceGetFieldValues"));
   api->power_limit = reinterpret_cast<Api::PowerLimit>(sym("nvmlDeviceGetEnforcedPowerLimit"));
   if (!api->reasons)  // drivers before the rename
     api->reasons = reinterpret_cast<Api::Reasons>(sym("nvmlDeviceGetCurrentClocksThrottleReasons"));
@@ -224,17 +245,24 @@ bool NvmlClocks::sample(ClockSample* out) {
   unsigned mhz = 0;
   if (api_->clock_info(api_->dev, Api::kClockSm, &mhz) != 0) return false;
   out->sm_mhz = mhz;
+  out->power_w = -1;
+  out->power_instant = false;
+  if (api_->field_values) {
+    NvmlFieldValue f{};
+    f.field_id = kFieldPowerInstant;
+    double mw = 0;
+    if (api_->field_values(api_->dev, 1, &f) == 0 && field_as_double(f, &mw) && mw >= 0) {
+      out->power_w = mw * 1e-3;
+      out->power_instant = true;
+    } else {
+      api_->field_values = nullptr;  // a driver without the field: ask once, not every 0.5 ms
+    }
+  }
   unsigned mw = 0;
-  out->power_w = api_->power_usage && api_->power_usage(api_->dev, &mw) == 0 ? mw * 1e-3 : -1.0;
+  if (!out->power_instant && api_->power_usage && api_->power_usage(api_->dev, &mw) == 0)
+    out->power_w = mw * 1e-3;
   unsigned long long r = 0;
   out->reasons = api_->reasons && api_->reasons(api_->dev, &r) == 0 ? r : 0;
-  return true;
-}
-
-bool NvmlClocks::energy_mj(uint64_t* out) {
-  unsigned long long mj = 0;
-  if (!api_->energy || api_->energy(api_->dev, &mj) != 0) return false;
-  *out = mj;
   return true;
 }
 

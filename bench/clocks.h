@@ -9,10 +9,14 @@
 //
 // How: a host thread samples the SM clock (MHz), the board power (W) and the active clock-event
 // ("throttle") reasons through NVML every `period` while the timed replays run (the L2 flushes
-// between replays included: a short case's samples mostly see the flush). The sampled power is
-// NVML's power reading, which Ampere and later GPUs (except GA100) average over the last second:
-// for a window of a few hundred ms it mostly reports what ran before. So the window's own mean
-// power comes from the board's energy counter, polled with the samples (EnergyStep below).
+// between replays included: a short case's samples mostly see the flush). The power is NVML's
+// instantaneous reading (field NVML_FI_DEV_POWER_INSTANT, refreshed by the board at ~50 Hz) where
+// the driver has it; the window's power is the mean of those readings. The older reading
+// (nvmlDeviceGetPowerUsage) is a running average over the last second on Ampere and later (except
+// GA100): for a window of a few hundred ms it mostly reports what ran before, so it is shown
+// ("W avg") only for windows of a second or more. The energy counter is no help either: on the
+// H200 (driver 580, thirty-seventh session) it did not step twice within any window of a run,
+// and it costs milliseconds per read (bench/NOTES.md).
 // NVML is opened at run time (dlopen of the driver's libnvidia-ml.so.1), so that the CLI still
 // starts where no driver is installed; the few entry points used are declared in clocks.cpp from
 // NVML's published ABI.
@@ -34,8 +38,9 @@ namespace mxmoe::bench {
 
 struct ClockSample {
   double sm_mhz = 0;
-  double power_w = 0;    // < 0: not reported
-  uint64_t reasons = 0;  // NVML clock-event reason bits (kReason* below)
+  double power_w = 0;          // < 0: not reported
+  uint64_t reasons = 0;        // NVML clock-event reason bits (kReason* below)
+  bool power_instant = false;  // power_w is instantaneous, not NVML's 1-s running average
 };
 
 // NVML's clock-event reason bits (nvmlClocksEventReason*, formerly *ThrottleReason*).
@@ -52,45 +57,34 @@ std::string describe_reasons(uint64_t mask);
 
 struct ClockStats {
   int samples = 0;  // 0: not measured (no NVML, or --clocks not given); the rest is then 0
+  double window_s = 0;  // the window's length
   double sm_mhz_median = 0, sm_mhz_min = 0, sm_mhz_max = 0;
-  double power_w_median = -1;  // < 0: no sample reported power
-  double power_w_window = -1;  // mean power over the window (energy counter); < 0: not known
+  double power_w_median = -1;  // median of the readings of either kind; < 0: none reported
+  double power_w_window = -1;  // mean of the instantaneous readings; < 0: not known (see below)
   double limited_frac = 0;     // share of samples with any kReasonsLimiting bit
   uint64_t reasons_seen = 0;   // union of every sample's bits
 };
 
-ClockStats summarize(const std::vector<ClockSample>& samples);
+// The window's power needs instantaneous readings spanning two of the board's refreshes (~20 ms
+// each): a shorter window's few readings may all predate it. The 1-s running average describes a
+// window only when the window is at least that long.
+constexpr double kMinInstantWindowS = 0.04;
+constexpr double kRunningAverageS = 1.0;
+ClockStats summarize(const std::vector<ClockSample>& samples, double window_s = 0);
 
 // "1755 MHz, 612 W" / "1410..1755 MHz (med 1620), 700 W, power_cap 80%" / "-" when not measured.
-// The watts are the window's mean (power_w_window) where known, else the sampled readings'
-// median marked as NVML's running average ("612 W avg").
+// The watts are the window's mean (power_w_window) where known, else, for a window of at least
+// kRunningAverageS, the readings' median marked as NVML's running average ("612 W avg"), else
+// none.
 std::string describe(const ClockStats& s);
 
 using SampleFn = std::function<bool(ClockSample*)>;  // false: this sample is dropped
-// The board's energy counter in millijoules (monotonic); false: not available.
-using EnergyFn = std::function<bool(uint64_t*)>;
 
-// The energy counter advances in steps, not continuously: on an H100 (driver 580, thirty-sixth
-// session) the first windows of a run read the same value at their start and stop (0 W over a
-// copy ceiling at full load), later ones ~705 W. So the monitor polls the counter with each
-// sample and keeps the points where it changed: between two changes, energy and time are both
-// known (time to the polling period), whatever the counter's cadence.
-struct EnergyStep {
-  double t_s = 0;   // seconds since the window started, when the change was seen
-  uint64_t mj = 0;  // the counter's new value
-};
-// A window's mean power from its change points: (last - first) mJ over (last - first) s; < 0
-// with fewer than two changes, a span under kMinEnergySpanS (too coarse against the polling) or
-// a counter that went back.
-constexpr double kMinEnergySpanS = 0.01;
-double stepped_power_w(const std::vector<EnergyStep>& steps);
-
-// Samples fn every period on its own thread between start() and stop(), and, with an energy
-// source, the window's mean power (ClockStats::power_w_window). One window at a time; start()
-// while running and stop() while not running are usage errors (std::logic_error).
+// Samples fn every period on its own thread between start() and stop(). One window at a time;
+// start() while running and stop() while not running are usage errors (std::logic_error).
 class ClockMonitor {
  public:
-  ClockMonitor(SampleFn fn, std::chrono::microseconds period, EnergyFn energy = nullptr);
+  ClockMonitor(SampleFn fn, std::chrono::microseconds period);
   ~ClockMonitor();
   ClockMonitor(const ClockMonitor&) = delete;
   ClockMonitor& operator=(const ClockMonitor&) = delete;
@@ -100,13 +94,8 @@ class ClockMonitor {
 
  private:
   void loop();
-  void poll_energy();  // records a change point when the counter moved (under mu_)
   SampleFn fn_;
   std::chrono::microseconds period_;
-  EnergyFn energy_;
-  bool energy_ok_ = false;
-  uint64_t energy_last_mj_ = 0;
-  std::vector<EnergyStep> steps_;
   std::chrono::steady_clock::time_point start_time_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
@@ -123,9 +112,8 @@ class NvmlClocks {
   ~NvmlClocks();
   NvmlClocks(const NvmlClocks&) = delete;
   NvmlClocks& operator=(const NvmlClocks&) = delete;
+  // Power: the instantaneous field where the driver answers it, else the running average.
   bool sample(ClockSample* out);
-  // The board's energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ since the driver loaded).
-  bool energy_mj(uint64_t* out);
   // The enforced board power limit in W (nvmlDeviceGetEnforcedPowerLimit); < 0: not reported.
   double power_limit_w();
 

@@ -1,13 +1,12 @@
 // bench/fake_nvml.cpp: a stand-in libnvidia-ml.so.1 for test_clocks.cpp, so that NvmlClocks'
 // dlopen, symbol lookup and calls are checked on machines without a driver. It knows one GPU, at
 // bus id 0000:42:00.0, whose SM clock (clock type 1) is 1755 MHz, power reading 612.5 W, active
-// clock-event reasons the software power cap (0x4), enforced power limit 700 W, and whose energy
-// counter (mJ) grows by 600 W of the monotonic clock (a running average that differs from the
-// window's mean, as on real boards). Status codes: 0 success, 2 invalid
-// argument, 6 not found (NVML's values). Only the entry points clocks.cpp uses are defined; the
+// clock-event reasons the software power cap (0x4), enforced power limit 700 W, and whose
+// instantaneous power field (NVML_FI_DEV_POWER_INSTANT, 186) reads 655 W (unlike the running
+// average, as on real boards). Status codes: 0 success, 2 invalid argument, 3 not supported,
+// 6 not found (NVML's values). Only the entry points clocks.cpp uses are defined; the
 // throttle-reason query exists under its newer name only.
 #include <cstring>
-#include <ctime>
 
 extern "C" {
 
@@ -49,13 +48,36 @@ int nvmlDeviceGetCurrentClocksEventReasons(FakeDevice* dev, unsigned long long* 
   return 0;
 }
 
-int nvmlDeviceGetTotalEnergyConsumption(FakeDevice* dev, unsigned long long* mj) {
-  if (dev != &g_device || !mj) return 2;
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  const unsigned long long us = static_cast<unsigned long long>(t.tv_sec) * 1000000ull +
-                                static_cast<unsigned long long>(t.tv_nsec) / 1000ull;
-  *mj = us * 6ull / 10ull;  // 600 W = 0.6 mJ per us
+// nvmlFieldValue_t as published: id and scope in; timestamp, latency, value type, status, value out.
+struct FakeFieldValue {
+  unsigned field_id;
+  unsigned scope_id;
+  long long timestamp_us;
+  long long latency_us;
+  int value_type;
+  int status;
+  union {
+    double d;
+    unsigned ui;
+    unsigned long long ull;
+  } value;
+};
+static_assert(sizeof(FakeFieldValue) == 40, "nvmlFieldValue_t is 40 bytes");
+
+int nvmlDeviceGetFieldValues(FakeDevice* dev, int count, FakeFieldValue* values) {
+  if (dev != &g_device || count < 0 || (count > 0 && !values)) return 2;
+  for (int i = 0; i < count; ++i) {
+    FakeFieldValue& f = values[i];
+    f.timestamp_us = 1;
+    f.latency_us = 0;
+    if (f.field_id == 186) {
+      f.value_type = 1;  // unsigned int, mW
+      f.value.ui = 655000;
+      f.status = 0;
+    } else {
+      f.status = 3;
+    }
+  }
   return 0;
 }
 

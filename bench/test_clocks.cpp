@@ -1,7 +1,7 @@
 // bench/test_clocks.cpp: CPU checks of the clock sampler (clocks.h; no GPU, no GoogleTest, as
 // test_workload.cpp): the statistics of known samples, the reason names, the sampling thread on
 // a fake source (it samples, stops, restarts, drops failed samples, refuses misuse, takes a
-// window's mean power from an energy counter), and NVML
+// window's mean power from instantaneous readings), and NVML
 // opened for a bus id no GPU has: a reason, never an exception or a crash; with --fake-nvml, the
 // NVML calls against fake_nvml.cpp. Prints every failure; exit 1 if any.
 #include <atomic>
@@ -29,29 +29,32 @@ void check_statistics() {
                                       {1755, 700, kReasonSwPowerCap},
                                       {1980, -1, kReasonSyncBoost},
                                       {1500, 690, kReasonSwPowerCap | kReasonHwThermal}};
-  const ClockStats s = summarize(v);
-  CHECK(s.samples == 4, "%d samples", s.samples);
+  const ClockStats s = summarize(v, 1.5);
+  CHECK(s.samples == 4 && s.window_s == 1.5, "%d samples over %g s", s.samples, s.window_s);
   CHECK(s.sm_mhz_median == 0.5 * (1755 + 1980), "median %g", s.sm_mhz_median);
   CHECK(s.sm_mhz_min == 1500 && s.sm_mhz_max == 1980, "range %g..%g", s.sm_mhz_min, s.sm_mhz_max);
   CHECK(s.power_w_median == 690, "power median %g over the reporting samples", s.power_w_median);
+  CHECK(s.power_w_window < 0, "running averages gave a window power %g", s.power_w_window);
   CHECK(s.limited_frac == 0.5, "limited share %g (sync_boost is not a limit)", s.limited_frac);
   CHECK(s.reasons_seen == (kReasonSwPowerCap | kReasonSyncBoost | kReasonHwThermal), "union %llx",
         static_cast<unsigned long long>(s.reasons_seen));
+  // A window of a second or more: the running average's median, marked as such.
   const std::string d = describe(s);
   CHECK(d == "1500..1980 MHz (med 1868), 690 W avg, power_cap+hw_thermal 50%", "describe: '%s'",
         d.c_str());
-  // The window's mean power (energy counter) wins over the sampled running average.
-  ClockStats w = s;
-  w.power_w_window = 655.4;
-  CHECK(describe(w) == "1500..1980 MHz (med 1868), 655 W, power_cap+hw_thermal 50%", "'%s'",
-        describe(w).c_str());
-  // Power from the counter's change points: first to last, whatever came between.
-  CHECK(stepped_power_w({{0.005, 1000}, {0.015, 7000}, {0.025, 13000}}) == 600,
-        "12 J over 20 ms: %g W", stepped_power_w({{0.005, 1000}, {0.015, 7000}, {0.025, 13000}}));
-  CHECK(stepped_power_w({}) < 0 && stepped_power_w({{0.01, 5000}}) < 0,
-        "fewer than two changes gave a power");
-  CHECK(stepped_power_w({{0.001, 1000}, {0.006, 4000}}) < 0, "a 5 ms span is below the grain");
-  CHECK(stepped_power_w({{0.0, 2000}, {0.5, 1000}}) < 0, "a counter that went back");
+  // A shorter window: the running average mostly saw what ran before it, so no watts at all.
+  const std::string short_d = describe(summarize(v, 0.2));
+  CHECK(short_d == "1500..1980 MHz (med 1868), power_cap+hw_thermal 50%", "short window: '%s'",
+        short_d.c_str());
+  // Instantaneous readings: their mean is the window's power, whatever the window's length
+  // above two board refreshes; below, none.
+  std::vector<ClockSample> inst = {{1980, 600, 0, true}, {1980, 700, 0, true}, {1980, -1, 0, true},
+                                   {1980, 710, 0, true}, {1980, 500, 0, false}};
+  const ClockStats iw = summarize(inst, 0.1);
+  CHECK(iw.power_w_window == 670, "mean of 600, 700, 710: %g W", iw.power_w_window);
+  CHECK(describe(iw) == "1980 MHz, 670 W", "'%s'", describe(iw).c_str());
+  CHECK(summarize(inst, 0.03).power_w_window < 0, "a 30 ms window gave a window power");
+  CHECK(summarize({{1980, 640, 0, true}}, 0.5).power_w_window < 0, "one reading gave a mean");
   const ClockStats flat = summarize({{1755, -1, 0}, {1755, -1, kReasonIdle}});
   CHECK(flat.power_w_median < 0 && describe(flat) == "1755 MHz", "flat, no power: '%s'",
         describe(flat).c_str());
@@ -109,7 +112,7 @@ void check_monitor() {
   CHECK(a.sm_mhz_max == 2000 && a.sm_mhz_min <= 2000 - (n - 2), "range %g..%g", a.sm_mhz_min,
         a.sm_mhz_max);
   CHECK(a.power_w_median == 500, "power %g", a.power_w_median);
-  CHECK(a.power_w_window < 0, "no energy source, yet a window power %g", a.power_w_window);
+  CHECK(a.power_w_window < 0, "running averages only, yet a window power %g", a.power_w_window);
   // A window shorter than the period still gets its one sample; a new window starts empty.
   ClockMonitor slow(constant_clock(1410), std::chrono::microseconds(50000));
   slow.start();
@@ -127,53 +130,31 @@ void check_monitor() {
   }
 }
 
-// The window's mean power from an energy source, whose counter the monitor polls: exact for a
-// counter that moves at every poll or in 20 ms steps; none for a window under the counter's
-// grain, a counter that does not move or a failing source.
-ClockStats window_of(const EnergyFn& energy, int ms) {
-  ClockMonitor m(constant_clock(1980), std::chrono::microseconds(500), energy);
+// The window's power through the monitor: instantaneous readings alternating 600 / 700 W give
+// ~650 over 60 ms; the same source over a 10 ms window, none.
+ClockStats window_of(int ms) {
+  std::atomic<int> calls{0};
+  ClockMonitor m(
+      [&calls](ClockSample* c) {
+        c->sm_mhz = 1980;
+        c->power_w = calls++ % 2 ? 700 : 600;
+        c->power_instant = true;
+        return true;
+      },
+      std::chrono::microseconds(500));
   m.start();
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   return m.stop();
 }
 
 void check_window_power() {
-  // 1 J per ms of the steady clock (1 mJ per us): the window's mean is 1000 W.
-  const auto t0 = std::chrono::steady_clock::now();
-  auto us_since_t0 = [t0] {
-    const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - t0;
-    return static_cast<uint64_t>(us.count());
-  };
-  const EnergyFn every_poll = [&](uint64_t* mj) {
-    *mj = us_since_t0();
-    return true;
-  };
-  const ClockStats ew = window_of(every_poll, 40);
-  CHECK(std::fabs(ew.power_w_window - 1000) < 5, "window power %g W, expected ~1000",
-        ew.power_w_window);
-  const ClockStats es = window_of(every_poll, 0);  // too short: no window power, samples stay
-  CHECK(es.power_w_window < 0 && es.samples >= 1, "short window: %g W, %d samples",
-        es.power_w_window, es.samples);
-  // The same 1000 W through a counter that advances only every 20 ms: a two-point reading of a
-  // 70 ms window would be off by up to 2/7; the change points are exact to the poll.
-  const ClockStats sw = window_of(
-      [&](uint64_t* mj) {
-        *mj = us_since_t0() / 20000 * 20000;
-        return true;
-      },
-      70);
-  CHECK(std::fabs(sw.power_w_window - 1000) < 60, "stepped counter: %g W, expected ~1000",
-        sw.power_w_window);
-  // A counter that does not move during the window (the H100's first windows): no power, not 0 W.
-  const ClockStats st = window_of(
-      [](uint64_t* mj) {
-        *mj = 123456;
-        return true;
-      },
-      30);
-  CHECK(st.power_w_window < 0, "a stuck counter gave %g W", st.power_w_window);
-  CHECK(window_of([](uint64_t*) { return false; }, 25).power_w_window < 0,
-        "a failing energy source gave a window power");
+  const ClockStats w = window_of(60);
+  CHECK(w.window_s >= 0.06 && w.window_s < 5, "window %g s", w.window_s);
+  CHECK(std::fabs(w.power_w_window - 650) <= 50, "window power %g W, expected 600..700",
+        w.power_w_window);
+  const ClockStats s = window_of(10);
+  CHECK(s.power_w_window < 0 && s.samples >= 1, "10 ms window: %g W, %d samples",
+        s.power_w_window, s.samples);
 }
 
 void check_nvml_absent_or_refusing() {
@@ -193,8 +174,8 @@ void check_nvml_absent_or_refusing() {
 }
 
 // With --fake-nvml (CTest bench_clocks_fake_nvml: fake_nvml.cpp first on LD_LIBRARY_PATH): the
-// fake's one device opens, samples its values through the real calls (SM clock type, mW -> W,
-// the reasons under their newer name), and feeds a monitor.
+// fake's one device opens, samples its values through the real calls (SM clock type, the power
+// field's mW -> W, the reasons under their newer name), and feeds a monitor.
 void check_fake_nvml() {
   std::string why;
   std::unique_ptr<NvmlClocks> n = NvmlClocks::open("0000:42:00.0", &why);
@@ -202,23 +183,17 @@ void check_fake_nvml() {
   if (!n) return;
   ClockSample c;
   CHECK(n->sample(&c), "sample failed");
-  CHECK(c.sm_mhz == 1755 && std::fabs(c.power_w - 612.5) < 1e-9 && c.reasons == kReasonSwPowerCap,
-        "sample %g MHz %g W reasons %llx", c.sm_mhz, c.power_w,
+  CHECK(c.sm_mhz == 1755 && std::fabs(c.power_w - 655) < 1e-9 && c.power_instant &&
+            c.reasons == kReasonSwPowerCap,
+        "sample %g MHz %g W (instant %d) reasons %llx", c.sm_mhz, c.power_w, c.power_instant,
         static_cast<unsigned long long>(c.reasons));
   CHECK(n->power_limit_w() == 700, "power limit %g W", n->power_limit_w());
-  uint64_t e0 = 0, e1 = 0;
-  CHECK(n->energy_mj(&e0), "energy counter not read");
   NvmlClocks* src = n.get();
-  ClockMonitor m([src](ClockSample* s) { return src->sample(s); }, std::chrono::microseconds(100),
-                 [src](uint64_t* mj) { return src->energy_mj(mj); });
+  ClockMonitor m([src](ClockSample* s) { return src->sample(s); }, std::chrono::microseconds(100));
   m.start();
-  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
   const ClockStats st = m.stop();
-  CHECK(n->energy_mj(&e1) && e1 >= e0 + 40 * 600, "energy %llu -> %llu mJ over > 40 ms at 600 W",
-        static_cast<unsigned long long>(e0), static_cast<unsigned long long>(e1));
-  CHECK(std::fabs(st.power_w_window - 600) < 3, "window power %g W, expected ~600",
-        st.power_w_window);
-  CHECK(st.samples >= 1 && describe(st) == "1755 MHz, 600 W, power_cap 100%", "'%s'",
+  CHECK(st.samples >= 2 && describe(st) == "1755 MHz, 655 W, power_cap 100%", "'%s'",
         describe(st).c_str());
   // A second handle after the first is closed: init / shutdown pair up.
   n.reset();
