@@ -158,13 +158,26 @@ constexpr unsigned kFieldPowerInstant = 186;  // NVML_FI_DEV_POWER_INSTANT, mW
 bool field_as_double(const NvmlFieldValue& f, double* out) {
   if (f.status != 0) return false;
   switch (f.value_type) {
-    case 0: *out = f.value.d; return true;
-    case 1: *out = f.value.ui; return true;
-    case 2: *out = static_cast<double>(f.value.ul); return true;
-    case 3: *out = static_cast<double>(f.value.ull); return true;
-    case 4: *out = static_cast<double>(f.value.sll); return true;
-    case 5: *out = f.value.si; return true;
-    default: return false;
+    case 0:
+      *out = f.value.d;
+      return true;
+    case 1:
+      *out = f.value.ui;
+      return true;
+    case 2:
+      *out = static_cast<double>(f.value.ul);
+      return true;
+    case 3:
+      *out = static_cast<double>(f.value.ull);
+      return true;
+    case 4:
+      *out = static_cast<double>(f.value.sll);
+      return true;
+    case 5:
+      *out = f.value.si;
+      return true;
+    default:
+      return false;
   }
 }
 }  // namespace
@@ -186,10 +199,10 @@ struct NvmlClocks::Api {
   bool inited = false;
   Shutdown shutdown = nullptr;
   ClockInfo clock_info = nullptr;
-  PowerUsage power_usage = nullptr;  // optional
-  Reasons reasons = nullptr;         // optional
+  PowerUsage power_usage = nullptr;    // optional
+  Reasons reasons = nullptr;           // optional
   FieldValues field_values = nullptr;  // optional; null again once the power field fails
-  PowerLimit power_limit = nullptr;  // optional
+  PowerLimit power_limit = nullptr;    // optional
   Device dev = nullptr;
 
   ~Api() {

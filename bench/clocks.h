@@ -56,7 +56,7 @@ constexpr uint64_t kReasonsLimiting =
 std::string describe_reasons(uint64_t mask);
 
 struct ClockStats {
-  int samples = 0;  // 0: not measured (no NVML, or --clocks not given); the rest is then 0
+  int samples = 0;      // 0: not measured (no NVML, or --clocks not given); the rest is then 0
   double window_s = 0;  // the window's length
   double sm_mhz_median = 0, sm_mhz_min = 0, sm_mhz_max = 0;
   double power_w_median = -1;  // median of the readings of either kind; < 0: none reported

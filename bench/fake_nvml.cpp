@@ -48,7 +48,8 @@ int nvmlDeviceGetCurrentClocksEventReasons(FakeDevice* dev, unsigned long long* 
   return 0;
 }
 
-// nvmlFieldValue_t as published: id and scope in; timestamp, latency, value type, status, value out.
+// nvmlFieldValue_t as published: id and scope in; timestamp, latency, value type, status, value
+// out.
 struct FakeFieldValue {
   unsigned field_id;
   unsigned scope_id;

@@ -48,8 +48,11 @@ void check_statistics() {
         short_d.c_str());
   // Instantaneous readings: their mean is the window's power, whatever the window's length
   // above two board refreshes; below, none.
-  std::vector<ClockSample> inst = {{1980, 600, 0, true}, {1980, 700, 0, true}, {1980, -1, 0, true},
-                                   {1980, 710, 0, true}, {1980, 500, 0, false}};
+  std::vector<ClockSample> inst = {{1980, 600, 0, true},
+                                   {1980, 700, 0, true},
+                                   {1980, -1, 0, true},
+                                   {1980, 710, 0, true},
+                                   {1980, 500, 0, false}};
   const ClockStats iw = summarize(inst, 0.1);
   CHECK(iw.power_w_window == 670, "mean of 600, 700, 710: %g W", iw.power_w_window);
   CHECK(describe(iw) == "1980 MHz, 670 W", "'%s'", describe(iw).c_str());
@@ -153,8 +156,8 @@ void check_window_power() {
   CHECK(std::fabs(w.power_w_window - 650) <= 50, "window power %g W, expected 600..700",
         w.power_w_window);
   const ClockStats s = window_of(10);
-  CHECK(s.power_w_window < 0 && s.samples >= 1, "10 ms window: %g W, %d samples",
-        s.power_w_window, s.samples);
+  CHECK(s.power_w_window < 0 && s.samples >= 1, "10 ms window: %g W, %d samples", s.power_w_window,
+        s.samples);
 }
 
 void check_nvml_absent_or_refusing() {
