@@ -3,11 +3,14 @@
 # (bench/NOTES.md, thirty-fifth and thirty-sixth sessions: most start attempts got no machine).
 # On the device (carry [".deps"], after `scripts/deps.sh --carry` here):
 #   bash scripts/gpu_session.sh
-# 1. scripts/gpu_check.sh: build, every GPU test, mxmoe check, and the table with --clocks: all
-#    token counts on an H200 (the card the targets are judged on), decode only (T = 1, 8, 64)
-#    elsewhere (an H100's full table is in bench/RESULTS.md, thirty-fifth session);
+# 1. scripts/gpu_check.sh: build, every GPU test, mxmoe check, and the table with --clocks: on an
+#    H200 (the card the targets are judged on) issue 4's token counts and the peers' (16, 1024:
+#    KIMI_K3.md), decode only (T = 1, 8, 64) elsewhere (an H100's full table is in
+#    bench/RESULTS.md, thirty-fifth session);
 # 2. the GPU router against caller ids at T = 1, 8, 64 with the decode trace, RouteAlone, and
-#    nvidia-smi's power section: router.txt;
+#    nvidia-smi's power section: router.txt; on an H200 also the rest of issue 4's matrix (the
+#    full layer with its cuBLAS baselines, 89 GB of dequantized weights that only an H200 holds;
+#    skewed routing in all three layouts): matrix.txt;
 # 3. bench_chain_floor (the decode chain's structure with no math, D round 30): stdout.
 # Prints gpu_check's summary and table LAST. $OUT keeps at most 8 files: build.log and ctest.log
 # are dropped after a green build to make room for router.txt.
@@ -15,12 +18,14 @@
 # tests and mxmoe check (gpu_check's MXMOE_GPU_SKIP_TESTS: only where no kernel changed since
 # they last passed on a device).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 LOG=${OUT:-build-gpu/logs}
 mkdir -p build-gpu
 mkdir -p "$LOG"
+h200=
 if nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -q H200; then
-  tokens=1,8,64,512,4096,8192,16384
+  h200=1
+  tokens=1,8,16,64,512,1024,4096,8192,16384
 else
   tokens=1,8,64
 fi
@@ -46,6 +51,16 @@ if [ -x "$bin" ] && [ -x "$glue" ]; then
     nvidia-smi -q -d POWER
   } > "$LOG/router.txt" 2>&1
   echo "router: rc $? (router.txt)"
+  if [ -n "$h200" ]; then
+    common=(--backends 'w4a16,w4a8' --router ids --budget 0.1 --clocks)
+    {
+      timeout 240 "$bin" bench --layouts full --tokens 1,8,64,512,4096,8192,16384 \
+        --routing uniform --baseline-cap-gb 64 "${common[@]}"
+      timeout 120 "$bin" bench --layouts ep16,tp8ep4,full --tokens 1,64,4096,16384 \
+        --routing skewed --no-baselines "${common[@]}"
+    } > "$LOG/matrix.txt" 2>&1
+    echo "matrix: rc $? (matrix.txt)"
+  fi
 fi
 if [ -x build-gpu/tests/gpu/bench_chain_floor ]; then
   timeout 120 build-gpu/tests/gpu/bench_chain_floor
