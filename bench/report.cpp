@@ -37,10 +37,13 @@ std::string mhz(const ClockStats& c) {
 
 nlohmann::json clocks_json(const ClockStats& c) {
   if (c.samples == 0) return nullptr;
-  nlohmann::json j = {
-      {"samples", c.samples},           {"sm_mhz_median", c.sm_mhz_median},
-      {"sm_mhz_min", c.sm_mhz_min},     {"sm_mhz_max", c.sm_mhz_max},
-      {"limited_frac", c.limited_frac}, {"reasons", describe_reasons(c.reasons_seen)}};
+  nlohmann::json j = {{"samples", c.samples},
+                      {"window_s", c.window_s},
+                      {"sm_mhz_median", c.sm_mhz_median},
+                      {"sm_mhz_min", c.sm_mhz_min},
+                      {"sm_mhz_max", c.sm_mhz_max},
+                      {"limited_frac", c.limited_frac},
+                      {"reasons", describe_reasons(c.reasons_seen)}};
   j["power_w_median"] = c.power_w_median >= 0 ? nlohmann::json(c.power_w_median) : nullptr;
   j["power_w_window"] = c.power_w_window >= 0 ? nlohmann::json(c.power_w_window) : nullptr;
   return j;
