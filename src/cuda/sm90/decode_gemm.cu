@@ -325,13 +325,27 @@ int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int
 }
 
 namespace {
-// decode_gemm.h's rule for the two mainloops.
-bool bulk_by_rule(const KernelArgs& a, int rows) {
-  const int64_t r = rows, e = a.num_experts;
+// decode_gemm.h's rule for the two mainloops: true for the bulk ring. r rows over e experts, K
+// the reduction length, small whether the kSmall kernels run.
+constexpr bool bulk_by_rule(int64_t r, int64_t e, int K, bool small, bool gemm1) {
   if (r <= kDecodeBulkMaxRows || r * kDecodeBulkExpertsPerRow <= e) return true;
-  if (a.K / kStepK <= kDecodeBulkMaxSteps) return true;
-  return small_kernels(a) && 2 * r <= kDecodeSmallBulkMeanRowsX2 * e;
+  if (K / kStepK <= kDecodeBulkMaxSteps) return true;
+  if (gemm1 && r >= kDecodeGemm1RegMinMeanRows * e) return false;
+  return small && 2 * r <= kDecodeSmallBulkMeanRowsX2 * e;
 }
+// The rule at Kimi-K3's decode shapes (EP16: 56 experts, GEMM1 K 3584, GEMM2 K 3072; TP8xEP4:
+// 224 experts, GEMM2 K 384), kSmall kernels: the ring up to 4 rows and for TP8xEP4's short
+// GEMM2 always; GEMM1 on the register mainloop from one row per expert (EP16 T=64), GEMM2 on the
+// ring up to 1.5 rows per expert.
+static_assert(bulk_by_rule(4, 56, 3584, true, true) && bulk_by_rule(14, 56, 3584, false, true),
+              "few rows: the ring");
+static_assert(bulk_by_rule(48, 56, 3584, true, true) && !bulk_by_rule(64, 56, 3584, true, true),
+              "EP16 GEMM1: the ring below one row per expert, the register mainloop from one");
+static_assert(bulk_by_rule(64, 56, 3072, true, false) && bulk_by_rule(84, 56, 3072, true, false) &&
+                  !bulk_by_rule(85, 56, 3072, true, false),
+              "EP16 GEMM2: the ring up to 1.5 rows per expert");
+static_assert(!bulk_by_rule(64, 56, 3072, false, false), "no kSmall kernels: the register loop");
+static_assert(bulk_by_rule(4096, 224, 384, true, false), "TP8xEP4 GEMM2 (8 steps): the ring");
 }  // namespace
 
 template <bool kGemm1>
@@ -358,7 +372,9 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
   }
   const int forced = g_mainloop.load(std::memory_order_relaxed);
   const bool bulk =
-      forced == kDecodeBulkRing || (forced != kDecodeRegStream && bulk_by_rule(a, rows));
+      forced == kDecodeBulkRing ||
+      (forced != kDecodeRegStream &&
+       bulk_by_rule(rows, a.num_experts, a.K, small_kernels(a), kGemm1));
   *err = bulk ? launch_decode_for<kGemm1, true>(g, a, rows, num_sms, stream, own)
               : launch_decode_for<kGemm1, false>(g, a, rows, num_sms, stream, own);
   return true;

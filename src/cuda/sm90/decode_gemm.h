@@ -52,6 +52,14 @@ constexpr int kDecodeBulkMaxSteps = 8;
 // H200 EP16 T=64 231.4 -> 218.4 (two sessions' tables). Beyond 1.5 rows the ring is mixed and not
 // monotonic in rows (H200, TP8xEP4: +7% at T=96, -7% at T=128, +6% at T=256; bench/NOTES.md).
 constexpr int kDecodeSmallBulkMeanRowsX2 = 3;
+// Except GEMM1 with long K from kDecodeGemm1RegMinMeanRows rows per expert on average, which
+// takes the register mainloop (D round 32, thirty-seventh session, H200, same call). GEMM-only,
+// EP16 T=64 (1.14 rows; us, ring / register): GEMM1 137.5 / 131.1, GEMM2 70.2 / 72.0. End to
+// end, both GEMMs forced onto the register mainloop against the rule (w4a16, two passes): EP16
+// T=48 193.2 / 191.5, T=64 216.5 / 208.6, T=80 246.7 / 244.3; T=16-32 the ring wins (91.3 /
+// 94.8, 141.8 / 143.8). TP8xEP4 GEMM1 ties at T=64 (76.5 / 76.6). On an H100 (thirty-third
+// session) the register mainloop was 0.5-0.8% slower at EP16 T=64-80, inside the spread.
+constexpr int kDecodeGemm1RegMinMeanRows = 1;
 // Test / timing knob: force a mainloop for later launches (0 = the rule above); the process
 // starts from MXMOE_DECODE_MAINLOOP (1 or 2) when set, for end-to-end A/B timings.
 void decode_set_mainloop(int m);
