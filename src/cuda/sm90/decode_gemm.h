@@ -57,8 +57,10 @@ constexpr int kDecodeSmallBulkMeanRowsX2 = 3;
 // EP16 T=64 (1.14 rows; us, ring / register): GEMM1 137.5 / 131.1, GEMM2 70.2 / 72.0. End to
 // end, both GEMMs forced onto the register mainloop against the rule (w4a16, two passes): EP16
 // T=48 193.2 / 191.5, T=64 216.5 / 208.6, T=80 246.7 / 244.3; T=16-32 the ring wins (91.3 /
-// 94.8, 141.8 / 143.8). TP8xEP4 GEMM1 ties at T=64 (76.5 / 76.6). On an H100 (thirty-third
-// session) the register mainloop was 0.5-0.8% slower at EP16 T=64-80, inside the spread.
+// 94.8, 141.8 / 143.8). TP8xEP4 GEMM1 ties at T=64 (76.5 / 76.6). This rule against the one
+// before, end to end on an H100 (same call, w4a16 / w4a8): EP16 T=64 -1.5% / -2.1%, T=80 -1.0% /
+// -1.4%, TP8xEP4 T=64-80 within 1.5% (forcing both GEMMs onto the register mainloop had lost
+// 0.5-0.8% there: the pair register GEMM1 + ring GEMM2 beats either pure choice).
 constexpr int kDecodeGemm1RegMinMeanRows = 1;
 // Test / timing knob: force a mainloop for later launches (0 = the rule above); the process
 // starts from MXMOE_DECODE_MAINLOOP (1 or 2) when set, for end-to-end A/B timings.
