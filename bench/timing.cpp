@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "replays.h"
 #include "spread.h"
 
 namespace mxmoe::bench {
@@ -88,9 +89,8 @@ Timing time_graph(Graph& g, cudaStream_t s, L2Flusher* flush, const TimingPolicy
   cudaEventDestroy(a);
   cudaEventDestroy(b);
 
-  int n = policy.reps;
-  if (!policy.fixed && probe_ms > 0 && n * probe_ms * 1e-3 > policy.budget_s)
-    n = std::max(policy.min_reps, static_cast<int>(policy.budget_s / (probe_ms * 1e-3)));
+  const int n = replays_for(policy.reps, policy.min_reps, policy.fixed, policy.budget_s,
+                            policy.min_window_s, probe_ms * 1e-3);
 
   std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(n), nullptr);
   for (auto& e : ev) BENCH_CUDA(cudaEventCreate(&e));
