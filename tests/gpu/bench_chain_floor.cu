@@ -254,27 +254,12 @@ double time_variant(Variant v, const Buffers& b, int ctas, void* flush, size_t f
   CK(cudaStreamEndCapture(st, &graph));
   cudaGraphExec_t exec;
   CK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> t;
-  for (int rep = 0; rep < 23; ++rep) {
-    CK(cudaMemsetAsync(flush, rep, flush_bytes, st));
-    CK(cudaEventRecord(e0, st));
-    CK(cudaGraphLaunch(exec, st));
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (rep >= 3) t.push_back(ms);
-  }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
+  const double us = median_flushed_us([&](cudaStream_t s) { CK(cudaGraphLaunch(exec, s)); }, flush,
+                                      flush_bytes, st, 23, 3);
   CK(cudaGraphExecDestroy(exec));
   CK(cudaGraphDestroy(graph));
   CK(cudaStreamDestroy(st));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2] * 1e3;
+  return us;
 }
 
 }  // namespace

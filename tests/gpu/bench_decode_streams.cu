@@ -77,26 +77,11 @@ __global__ void __launch_bounds__(kThreads) streams(const uint8_t* w, const uint
 template <int kLayout, int D>
 double run(const uint8_t* w, const uint8_t* s, int tiles, int grid, unsigned* sink, void* flush,
            size_t flush_bytes) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> t;
-  for (int rep = 0; rep < 9; ++rep) {
-    CK(cudaMemsetAsync(flush, rep, flush_bytes));
-    CK(cudaEventRecord(a));
-    streams<kLayout, D><<<grid, kThreads>>>(w, s, tiles, sink);
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    if (rep >= 2) t.push_back(ms);
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
+  const double us = median_flushed_us(
+      [&](cudaStream_t st) { streams<kLayout, D><<<grid, kThreads, 0, st>>>(w, s, tiles, sink); },
+      flush, flush_bytes, /*st=*/0, 9, 2);
   const double bytes = static_cast<double>(tiles) * kKT *
                        (kWBytes + (kLayout == kWeightsOnly ? 0 : kSBytes));
-  const double us = t[t.size() / 2] * 1e3;
   std::printf("STREAMS %-12s D=%d tiles=%5d grid=%4d | %8.1f us %7.0f GB/s\n", kLayoutName[kLayout],
               D, tiles, grid, us, bytes / us * 1e-3);
   return us;
