@@ -398,12 +398,12 @@ int run_bench(int argc, char** argv) {
     const double limit_w = nvml->power_limit_w();
     char limit[64] = "not reported";
     if (limit_w >= 0) std::snprintf(limit, sizeof limit, "%.0f W", limit_w);
-    const std::string what =
+    rep.notes.push_back(
         "clocks: NVML every 0.5 ms over each case's timed replays (flushes included); MHz = median "
         "SM clock, '*' = a power or thermal limit was active in some sample; W = the window's mean "
         "instantaneous board power ('avg': NVML's 1-s running average, shown for windows >= 1 s "
-        "only); board power limit ";
-    rep.notes.push_back(what + limit);
+        "only); board power limit " +
+        std::string(limit));
   }
   Context cx{o, sh.s, blas, o.flush_l2 ? &flush : nullptr, clocks.get(), rep};
   std::exception_ptr failure;

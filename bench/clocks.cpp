@@ -121,10 +121,9 @@ void ClockMonitor::loop() {
   // Sample first, then check: a window shorter than one period still gets its sample.
   do {
     ClockSample c;
-    const bool ok = fn_(&c);
-    {
+    if (fn_(&c)) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (ok) samples_.push_back(c);
+      samples_.push_back(c);
     }
     std::this_thread::sleep_for(period_);
   } while (!stop_);
