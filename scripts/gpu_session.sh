@@ -30,8 +30,9 @@ else
   tokens=1,8,64
 fi
 tokens=${MXMOE_SESSION_TOKENS:-$tokens}
-flags="--layouts ep16,tp8ep4 --tokens $tokens --backends w4a16,w4a8 --routing uniform --router ids \
---budget 0.1 --clocks"
+# The options every table of the session shares.
+common=(--backends 'w4a16,w4a8' --router ids --budget 0.1 --clocks)
+flags="--layouts ep16,tp8ep4 --tokens $tokens --routing uniform ${common[*]}"
 skip=
 [ "${MXMOE_SESSION_TESTS:-1}" = 0 ] && skip=1
 MXMOE_GPU_SKIP_TESTS=$skip MXMOE_GPU_BENCH="$flags" bash scripts/gpu_check.sh \
@@ -51,16 +52,15 @@ if [ -x "$bin" ] && [ -x "$glue" ]; then
     nvidia-smi -q -d POWER
   } > "$LOG/router.txt" 2>&1
   echo "router: rc $? (router.txt)"
-  if [ -n "$h200" ]; then
-    common=(--backends 'w4a16,w4a8' --router ids --budget 0.1 --clocks)
-    {
-      timeout 240 "$bin" bench --layouts full --tokens 1,8,64,512,4096,8192,16384 \
-        --routing uniform --baseline-cap-gb 64 "${common[@]}"
-      timeout 120 "$bin" bench --layouts ep16,tp8ep4,full --tokens 1,64,4096,16384 \
-        --routing skewed --no-baselines "${common[@]}"
-    } > "$LOG/matrix.txt" 2>&1
-    echo "matrix: rc $? (matrix.txt)"
-  fi
+fi
+if [ -n "$h200" ] && [ -x "$bin" ]; then
+  {
+    timeout 240 "$bin" bench --layouts full --tokens 1,8,64,512,4096,8192,16384 \
+      --routing uniform --baseline-cap-gb 64 "${common[@]}"
+    timeout 120 "$bin" bench --layouts ep16,tp8ep4,full --tokens 1,64,4096,16384 \
+      --routing skewed --no-baselines "${common[@]}"
+  } > "$LOG/matrix.txt" 2>&1
+  echo "matrix: rc $? (matrix.txt)"
 fi
 if [ -x build-gpu/tests/gpu/bench_chain_floor ]; then
   timeout 120 build-gpu/tests/gpu/bench_chain_floor
