@@ -400,9 +400,9 @@ int run_bench(int argc, char** argv) {
     if (limit_w >= 0) std::snprintf(limit, sizeof limit, "%.0f W", limit_w);
     rep.notes.push_back(
         "clocks: NVML every 0.5 ms over each case's timed replays (flushes included); MHz = median "
-        "SM clock, '*' = a power or thermal limit was active in some sample; W = the window's mean "
-        "instantaneous board power ('avg': NVML's 1-s running average, shown for windows >= 1 s "
-        "only); board power limit " +
+        "SM clock, '*' = a power or thermal limit was active in some sample; W (windows >= 1 s "
+        "only) = the window's mean instantaneous board power ('avg': NVML's 1-s running "
+        "average); board power limit " +
         std::string(limit));
   }
   Context cx{o, sh.s, blas, o.flush_l2 ? &flush : nullptr, clocks.get(), rep};

@@ -13,9 +13,9 @@ Ceilings measure_ceilings(Blas& blas, cudaStream_t s, double budget_s, ClockMoni
   pol.reps = 20;
   pol.min_reps = 10;
   pol.budget_s = budget_s;
-  // With --clocks, windows of at least 60 ms: a ceiling's 20 replays take ~15-30 ms, too short
-  // for the board's ~50 Hz instantaneous power readings (clocks.h), so its watts were missing.
-  if (clocks) pol.min_window_s = 0.06;
+  // With --clocks, windows of at least a second (clocks.h, kMinInstantWindowS): a ceiling's 20
+  // replays take ~15-30 ms, too short for the board's power readings to describe them.
+  if (clocks) pol.min_window_s = kMinInstantWindowS;
   {
     DevBuf src(kCopyBytes, "the copy-ceiling source"), dst(kCopyBytes, "the copy-ceiling target");
     BENCH_CUDA(cudaMemsetAsync(src.get(), 1, kCopyBytes, s));

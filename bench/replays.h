@@ -8,11 +8,11 @@
 namespace mxmoe::bench {
 
 // At most this many replays, whatever a window asks (events are created per replay).
-constexpr int kMaxReplays = 1000;
+constexpr int kMaxReplays = 2000;
 
 // `reps` wanted; unless `fixed` (--reps), shrunk so that reps x probe_s stays within budget_s
 // (never below min_reps), then grown so that the timed window lasts at least min_window_s
-// (--clocks on the ceilings: the instantaneous power needs >= 40 ms; clocks.h). probe_s <= 0
+// (--clocks on the ceilings: the power readings need a second; clocks.h). probe_s <= 0
 // (not measured) keeps `reps`.
 inline int replays_for(int reps, int min_reps, bool fixed, double budget_s, double min_window_s,
                        double probe_s) {

@@ -58,7 +58,7 @@ Report sample_report() {
   r.ceilings.copy_gbps = 4000;
   r.ceilings.bf16_tflops = 800;
   r.ceilings.fp8_tflops = 1500;
-  r.ceilings.bf16.clocks = summarize({{1980, 640, 0, true}, {1980, 660, 0, true}}, 0.1);
+  r.ceilings.bf16.clocks = summarize({{1980, 640, 0, true}, {1980, 660, 0, true}}, 1.1);
   Row a;
   a.layout = "ep16";
   a.tokens = 64;
@@ -134,7 +134,7 @@ void check_csv_json() {
             j["rows"][1]["clocks"]["power_w_window"] == 640.5,
         "sampled clocks: %s", j["rows"][1]["clocks"].dump().c_str());
   CHECK(j["ceilings"]["fp8_clocks"].is_null() && j["ceilings"]["bf16_clocks"]["samples"] == 2 &&
-            j["ceilings"]["bf16_clocks"]["window_s"] == 0.1 &&
+            j["ceilings"]["bf16_clocks"]["window_s"] == 1.1 &&
             j["ceilings"]["bf16_clocks"]["power_w_window"] == 650,
         "ceiling clocks: %s", j["ceilings"].dump().c_str());
   // Both sample rows are decode rows (T = 64): judged, neither at 85% of copy (pct_copy 0).

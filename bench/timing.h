@@ -9,7 +9,7 @@
 //
 // N: --reps if given; else 50 for T <= 64, 30 for T <= 512, 10 above, shrunk so that N x (probe
 // time) stays within --budget seconds, but never below 20 (T <= 64), 10 (T <= 512) or 5. The
-// ceilings take 20, and with --clocks as many as fill 60 ms (replays.h).
+// ceilings take 20, and with --clocks as many as fill a second (replays.h).
 #pragma once
 
 #include <cuda_runtime.h>
