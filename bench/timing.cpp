@@ -89,8 +89,8 @@ Timing time_graph(Graph& g, cudaStream_t s, L2Flusher* flush, const TimingPolicy
   cudaEventDestroy(a);
   cudaEventDestroy(b);
 
-  const int n = replays_for(policy.reps, policy.min_reps, policy.fixed, policy.budget_s,
-                            policy.min_window_s, probe_ms * 1e-3);
+  const int n =
+      replays_for(policy.reps, policy.min_reps, policy.fixed, policy.budget_s, probe_ms * 1e-3);
 
   std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(n), nullptr);
   for (auto& e : ev) BENCH_CUDA(cudaEventCreate(&e));

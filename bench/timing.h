@@ -9,7 +9,7 @@
 //
 // N: --reps if given; else 50 for T <= 64, 30 for T <= 512, 10 above, shrunk so that N x (probe
 // time) stays within --budget seconds, but never below 20 (T <= 64), 10 (T <= 512) or 5. The
-// ceilings take 20, and with --clocks as many as fill a second (replays.h).
+// ceilings take 20 (replays.h; the same with --clocks).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,8 +26,7 @@ struct TimingPolicy {
   int min_reps = 5;  // floor when the budget shrinks them
   double budget_s = 4.0;
   int warmup = 2;
-  bool fixed = false;       // --reps given: exactly `reps`
-  double min_window_s = 0;  // grow the replays to a window at least this long (replays.h)
+  bool fixed = false;  // --reps given: exactly `reps`
   // --clocks: sampled over the N timed replays (and their flushes) into Timing::clocks; null:
   // not sampled.
   ClockMonitor* clocks = nullptr;
