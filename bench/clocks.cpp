@@ -52,7 +52,7 @@ ClockStats summarize(const std::vector<ClockSample>& samples, double window_s) {
     limited += (c.reasons & kReasonsLimiting) != 0;
     s.reasons_seen |= c.reasons;
   }
-  if (instant >= 2 && window_s >= kMinInstantWindowS) s.power_w_window = instant_sum / instant;
+  if (instant >= 2 && window_s >= kMinPowerWindowS) s.power_w_window = instant_sum / instant;
   s.samples = static_cast<int>(samples.size());
   const Spread sm = spread_of(std::move(mhz));
   s.sm_mhz_median = sm.median;
@@ -75,7 +75,7 @@ std::string describe(const ClockStats& s) {
   if (s.power_w_window >= 0) {
     std::snprintf(b, sizeof b, ", %.0f W", s.power_w_window);
     out += b;
-  } else if (s.power_w_median >= 0 && s.window_s >= kRunningAverageS) {
+  } else if (s.power_w_median >= 0 && s.window_s >= kMinPowerWindowS) {
     std::snprintf(b, sizeof b, ", %.0f W avg", s.power_w_median);
     out += b;
   }

@@ -65,17 +65,17 @@ struct ClockStats {
   uint64_t reasons_seen = 0;   // union of every sample's bits
 };
 
-// The window's power needs a window of a second: on an H100 (thirty-eighth session) 60-ms
-// ceiling windows of 8192^3 GEMMs read a mean instantaneous power of 125 W at 1980 MHz (BF16)
-// and 879 W (FP8, above the 700 W limit): the field's readings lag the load by more than such a
-// window. The 1-s running average describes a window only when the window is that long too.
-constexpr double kMinInstantWindowS = 1.0;
-constexpr double kRunningAverageS = 1.0;
+// Either kind of power reading describes a window only from a second on: on an H100
+// (thirty-eighth session) 60-ms ceiling windows of 8192^3 GEMMs read a mean instantaneous power
+// of 125 W at 1980 MHz (BF16) and 879 W (FP8, above the 700 W limit), so the instantaneous
+// field's readings lag the load by more than such a window; and the running average spans the
+// last second.
+constexpr double kMinPowerWindowS = 1.0;
 ClockStats summarize(const std::vector<ClockSample>& samples, double window_s = 0);
 
 // "1755 MHz, 612 W" / "1410..1755 MHz (med 1620), 700 W, power_cap 80%" / "-" when not measured.
 // The watts are the window's mean (power_w_window) where known, else, for a window of at least
-// kRunningAverageS, the readings' median marked as NVML's running average ("612 W avg"), else
+// kMinPowerWindowS, the readings' median marked as NVML's running average ("612 W avg"), else
 // none.
 std::string describe(const ClockStats& s);
 

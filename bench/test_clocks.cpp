@@ -152,7 +152,7 @@ ClockStats window_of(int ms) {
 
 void check_window_power() {
   const ClockStats w = window_of(1050);
-  CHECK(w.window_s >= kMinInstantWindowS && w.window_s < 5, "window %g s", w.window_s);
+  CHECK(w.window_s >= kMinPowerWindowS && w.window_s < 5, "window %g s", w.window_s);
   CHECK(std::fabs(w.power_w_window - 650) <= 50, "window power %g W, expected 600..700",
         w.power_w_window);
   const ClockStats s = window_of(10);
