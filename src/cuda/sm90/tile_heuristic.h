@@ -32,7 +32,9 @@ constexpr int ws_unit_count(int r, int sz) { return (r + sz - 1) / sz; }
 // multiple of kWsWidthStep (class c: width (c + 1) kWsWidthStep). The device code and the
 // bench's padding count both use these. Steps of 16 (three consumers) measured no better: the
 // consumers' step is bound by its own chain more than by the tensor core, so 144-wide tiles
-// ran about as long as 160-wide ones (bench/NOTES.md P round 13).
+// ran about as long as 160-wide ones (bench/NOTES.md P round 13). Nor did kernels with one
+// 152- or 144-wide class in place of 32, taken per launch from 129 mean rows per expert on: EP16
+// T=8192 +1.4% / +0.8% end to end on an H100 (P round 28, branches wip/fine-152, wip/fine-144).
 constexpr int kWsWidthStep = 32;
 constexpr int ws_class_of(int nrows) { return (nrows + kWsWidthStep - 1) / kWsWidthStep - 1; }
 constexpr int ws_width_of_class(int cls) { return (cls + 1) * kWsWidthStep; }
