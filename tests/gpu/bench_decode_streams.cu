@@ -13,11 +13,8 @@
 // ctest): `ninja bench_decode_streams` (EXCLUDE_FROM_ALL).
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <vector>
 
 #include "bench_cuda_check.h"
 #include "sm90/decode_gemm_kernel.cuh"  // the kernel's own loads and sizes
