@@ -58,9 +58,10 @@ constexpr int kDecodeSmallBulkMeanRowsX2 = 3;
 // end, both GEMMs forced onto the register mainloop against the rule (w4a16, two passes): EP16
 // T=48 193.2 / 191.5, T=64 216.5 / 208.6, T=80 246.7 / 244.3; T=16-32 the ring wins (91.3 /
 // 94.8, 141.8 / 143.8). TP8xEP4 GEMM1 ties at T=64 (76.5 / 76.6). This rule against the one
-// before, end to end on an H100 (same call, w4a16 / w4a8): EP16 T=64 -1.5% / -2.1%, T=80 -1.0% /
-// -1.4%, TP8xEP4 T=64-80 within 1.5% (forcing both GEMMs onto the register mainloop had lost
-// 0.5-0.8% there: the pair register GEMM1 + ring GEMM2 beats either pure choice).
+// before, end to end in three H100 A/Bs (each in one call, w4a16 / w4a8): EP16 T=64 -0.4..-1.7%
+// / -0.4..-2.6%, T=80 -0.1..-1.0% / -0.5..-1.4%, T=56 (one row per expert, two A/Bs) +0.7..+1.2%
+// / -0.1..+1.1%, TP8xEP4 T=56-80 within +1.3 / -1.4% (forcing both GEMMs onto the register
+// mainloop had lost 0.5-0.8% at EP16 T=64-80). Not yet timed end to end on an H200.
 constexpr int kDecodeGemm1RegMinMeanRows = 1;
 // Test / timing knob: force a mainloop for later launches (0 = the rule above); the process
 // starts from MXMOE_DECODE_MAINLOOP (1 or 2) when set, for end-to-end A/B timings.
