@@ -1,5 +1,12 @@
-// bench/baseline.cpp: cuBLAS per-expert baselines on pre-dequantized weights (see baseline.h).
+// bench/baseline.cpp: cuBLAS baselines on pre-dequantized weights, per expert and grouped (see
+// baseline.h).
 #include "baseline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
 
 #include "mxmoe/common.h"
 
@@ -26,6 +33,9 @@ Baselines::Baselines(const Layout& l, const WeightPool& pool, Blas& blas, Fp8Gem
   xf_ = DevBuf(P * K, "baseline FP8 X");
   af_ = DevBuf(P * I, "baseline FP8 A");
   ones_ = DevBuf(P * 4, "baseline FP8 activation scales");
+  ptrs_ = DevBuf(2 * 3 * E * sizeof(void*), "baseline grouped GEMM pointers");
+  hg_ = DevBuf(P * 2 * I * 2, "baseline grouped H");
+  yg_ = DevBuf(P * K * 2, "baseline grouped Y");
 
   // The raw MXFP4 pool on the device, then one dequantization per local expert.
   const size_t pk = I * K / 2, sc = I * K / 32;  // bytes of one projection's packed / scales
@@ -104,6 +114,129 @@ void Baselines::enqueue_fp8(const std::vector<int>& counts, cudaStream_t s) {
     fp8_->run(K, c, I, w2f_.as<uint8_t>() + e * K * I, s2_.as<float>() + e * K,
               af_.as<uint8_t>() + o * I, one, yb_.as<uint16_t>() + o * K, s);
     o += c;
+  }
+}
+
+namespace {
+
+// The first element where the grouped output b strays from the per-expert output a (both BF16,
+// n values) by more than what a different fp32 summation order and one BF16 rounding each can
+// explain; "" when none does. All-zero or non-finite reference outputs fail too.
+std::string compare_bf16(const char* what, const std::vector<uint16_t>& a,
+                         const std::vector<uint16_t>& b) {
+  auto f = [](uint16_t v) {
+    const uint32_t u = static_cast<uint32_t>(v) << 16;
+    float x;
+    std::memcpy(&x, &u, 4);
+    return x;
+  };
+  double ss = 0;
+  for (uint16_t v : a) ss += static_cast<double>(f(v)) * f(v);
+  const double rms = std::sqrt(ss / std::max<size_t>(a.size(), 1));
+  char buf[200];
+  if (!(rms > 0) || !std::isfinite(rms)) {
+    std::snprintf(buf, sizeof buf, "%s: per-expert reference rms %g", what, rms);
+    return buf;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = f(a[i]), y = f(b[i]);
+    const double tol = std::ldexp(std::max(std::fabs(x), std::fabs(y)), -7) + 1e-3 * rms;
+    if (!(std::fabs(x - y) <= tol)) {
+      std::snprintf(buf, sizeof buf, "%s: element %zu grouped %.6g vs per-expert %.6g (rms %.3g)",
+                    what, i, y, x, rms);
+      return buf;
+    }
+  }
+  return "";
+}
+
+std::vector<uint16_t> download_bf16(const void* p, size_t n) {
+  std::vector<uint16_t> h(n);
+  BENCH_CUDA(cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+}  // namespace
+
+std::string Baselines::plan_bf16_grouped(const std::vector<int>& counts, cudaStream_t s) {
+  const size_t I = l_.intermediate, K = kLatent;
+  std::map<int, std::vector<size_t>> by_count;  // pair count -> experts, in expert order
+  std::vector<size_t> row(counts.size());       // each expert's first row, as enqueue_bf16's
+  size_t rows = 0, problems = 0;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    row[e] = rows;
+    if (counts[e] == 0) continue;
+    by_count[counts[e]].push_back(e);
+    rows += counts[e];
+    ++problems;
+  }
+  if (rows > static_cast<size_t>(max_pairs_)) throw Error("bench: baseline rows exceed max_pairs");
+  if (problems == 0) return "unsupported: no local pairs";
+  std::vector<const void*> host(2 * 3 * problems);
+  for (int gemm = 0; gemm < 2; ++gemm) {
+    GroupedGemm& g = grouped_[gemm];
+    g = GroupedGemm{};
+    const void** w = host.data() + gemm * 3 * problems;
+    const void** x = w + problems;
+    const void** y = x + problems;
+    size_t i = 0;
+    for (const auto& [c, experts] : by_count) {
+      g.ta.push_back(CUBLAS_OP_T);
+      g.tb.push_back(CUBLAS_OP_N);
+      g.m.push_back(static_cast<int>(gemm == 0 ? 2 * I : K));
+      g.n.push_back(c);
+      g.k.push_back(static_cast<int>(gemm == 0 ? K : I));
+      g.alpha.push_back(1.0f);
+      g.beta.push_back(0.0f);
+      g.size.push_back(static_cast<int>(experts.size()));
+      for (const size_t e : experts) {
+        if (gemm == 0) {
+          w[i] = w13b_.as<uint16_t>() + e * 2 * I * K;
+          x[i] = xb_.as<uint16_t>() + row[e] * K;
+          y[i] = hg_.as<uint16_t>() + row[e] * 2 * I;
+        } else {
+          w[i] = w2b_.as<uint16_t>() + e * K * I;
+          x[i] = ab_.as<uint16_t>() + row[e] * I;
+          y[i] = yg_.as<uint16_t>() + row[e] * K;
+        }
+        ++i;
+      }
+    }
+    void** dev = ptrs_.as<void*>() + gemm * 3 * problems;
+    g.w = dev;
+    g.x = dev + problems;
+    g.y = dev + 2 * problems;
+  }
+  BENCH_CUDA(cudaMemcpy(ptrs_.get(), host.data(), host.size() * sizeof(void*),
+                        cudaMemcpyHostToDevice));
+  // Both forms once, eagerly; the grouped one's outputs against the per-expert ones.
+  enqueue_bf16(counts, s);
+  for (int gemm = 0; gemm < 2; ++gemm) {
+    const GroupedGemm& g = grouped_[gemm];
+    const cublasStatus_t st = blas_.gemm_bf16_grouped(
+        static_cast<int>(g.size.size()), g.ta.data(), g.tb.data(), g.m.data(), g.n.data(),
+        g.k.data(), g.alpha.data(), g.beta.data(), g.size.data(), g.w, g.x, g.y, s);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_ARCH_MISMATCH)
+      return std::string("unsupported: cublasGemmGroupedBatchedEx: ") + cublasGetStatusString(st);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      return std::string("FAIL: cublasGemmGroupedBatchedEx: ") + cublasGetStatusString(st);
+  }
+  BENCH_CUDA(cudaGetLastError());
+  BENCH_CUDA(cudaStreamSynchronize(s));
+  std::string bad = compare_bf16("GEMM1", download_bf16(hb_.get(), rows * 2 * I),
+                                 download_bf16(hg_.get(), rows * 2 * I));
+  if (bad.empty())
+    bad = compare_bf16("GEMM2", download_bf16(yb_.get(), rows * K),
+                       download_bf16(yg_.get(), rows * K));
+  return bad.empty() ? "" : "FAIL: grouped != per-expert: " + bad;
+}
+
+void Baselines::enqueue_bf16_grouped(cudaStream_t s) {
+  for (const GroupedGemm& g : grouped_) {
+    if (g.size.empty()) throw Error("bench: grouped BF16 baseline enqueued without a plan");
+    BENCH_CUBLAS(blas_.gemm_bf16_grouped(
+        static_cast<int>(g.size.size()), g.ta.data(), g.tb.data(), g.m.data(), g.n.data(),
+        g.k.data(), g.alpha.data(), g.beta.data(), g.size.data(), g.w, g.x, g.y, s));
   }
 }
 

@@ -6,6 +6,10 @@
 //   BF16: H[c_e, 2I] = X[c_e, K] . W13_e[2I, K]^T ; Y[c_e, K] = A[c_e, I] . W2_e[K, I]^T
 //   FP8 : the same with E4M3 X / A / weights, per-row weight scales (per-tensor if cublasLt lacks
 //         outer-vector scaling: blas.h), BF16 outputs.
+// Grouped BF16 (cublas-bf16g): the same GEMMs in two cublasGemmGroupedBatchedEx calls (all of
+// GEMM1, then all of GEMM2), experts with equal pair counts forming one group, so a decode step's
+// hundreds of tiny per-expert launches become a few: what a user would run rather than a loop.
+// Its outputs are checked against the per-expert GEMMs' before it is timed (check_bf16_grouped).
 // Counted: the GEMMs only. Not counted: the gather of token rows, SiTU between the GEMMs, the
 // FP8 quantization of activations and the weighted combine (A is a separate pre-filled buffer).
 // So a baseline time is a LOWER bound of a real cuBLAS MoE, and mxmoe's ratio to it is
@@ -15,6 +19,7 @@
 // Memory: E_local x 3 x K x I x (2 + 1) bytes of weights; bench.cpp skips layouts above a cap.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "blas.h"
@@ -37,6 +42,14 @@ class Baselines {
   bool plan_fp8(const std::vector<int>& counts);
   void enqueue_bf16(const std::vector<int>& counts, cudaStream_t s);
   void enqueue_fp8(const std::vector<int>& counts, cudaStream_t s);
+  // Grouped BF16: plan_bf16_grouped builds the groups of this routing and uploads their pointers
+  // (host only: before capture; the plan then stays fixed until the next call, as a captured
+  // graph may read its host arrays). It runs both forms once, eagerly, and compares the grouped
+  // outputs with the per-expert ones. Returns "" when the grouped form is ready to time,
+  // "unsupported: ..." when this cuBLAS refuses it (the line is skipped), or "FAIL: ..." when it
+  // ran but its outputs differ.
+  std::string plan_bf16_grouped(const std::vector<int>& counts, cudaStream_t s);
+  void enqueue_bf16_grouped(cudaStream_t s);
 
   // Bytes the baseline itself must move for these counts: weights of the touched experts,
   // gathered inputs and outputs of both GEMMs.
@@ -50,6 +63,19 @@ class Baselines {
   int64_t max_pairs_;
   DevBuf w13b_, w2b_, w13f_, s13_, w2f_, s2_;
   DevBuf xb_, ab_, hb_, yb_, xf_, af_, ones_;
+  // The grouped plan: per GEMM (0: GEMM1, 1: GEMM2) its host arrays per group, and the device
+  // pointer arrays (W, X, Y of every problem) in ptrs_; outputs in hg_ / yg_ (kept apart from the
+  // per-expert ones for the check).
+  struct GroupedGemm {
+    std::vector<cublasOperation_t> ta, tb;
+    std::vector<int> m, n, k, size;
+    std::vector<float> alpha, beta;
+    const void* const* w = nullptr;
+    const void* const* x = nullptr;
+    void* const* y = nullptr;
+  };
+  GroupedGemm grouped_[2];
+  DevBuf ptrs_, hg_, yg_;
 };
 
 }  // namespace mxmoe::bench

@@ -25,16 +25,31 @@ Blas::~Blas() {
   if (h_) cublasDestroy(h_);
 }
 
+void Blas::use_stream(cudaStream_t s) {
+  if (s == stream_) return;
+  // cublasSetStream drops our workspace: set it again after.
+  BENCH_CUBLAS(cublasSetStream(h_, s));
+  BENCH_CUBLAS(cublasSetWorkspace(h_, ws_.get(), ws_.bytes()));
+  stream_ = s;
+}
+
 void Blas::gemm_bf16(int m, int n, int k, const void* W, const void* X, void* Y, cudaStream_t s) {
   const float alpha = 1.0f, beta = 0.0f;
-  if (s != stream_) {  // cublasSetStream drops our workspace: set it again after
-    BENCH_CUBLAS(cublasSetStream(h_, s));
-    BENCH_CUBLAS(cublasSetWorkspace(h_, ws_.get(), ws_.bytes()));
-    stream_ = s;
-  }
+  use_stream(s);
   BENCH_CUBLAS(cublasGemmEx(h_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, W, CUDA_R_16BF, k, X,
                             CUDA_R_16BF, k, &beta, Y, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT));
+}
+
+cublasStatus_t Blas::gemm_bf16_grouped(int groups, const cublasOperation_t* ta,
+                                       const cublasOperation_t* tb, const int* m, const int* n,
+                                       const int* k, const float* alpha, const float* beta,
+                                       const int* size, const void* const* W,
+                                       const void* const* X, void* const* Y, cudaStream_t s) {
+  use_stream(s);
+  // Row-major Y[n, m] = X[n, k] . W[m, k]^T as gemm_bf16's TN GEMM: lda = ldb = k, ldc = m.
+  return cublasGemmGroupedBatchedEx(h_, ta, tb, m, n, k, alpha, W, CUDA_R_16BF, k, X, CUDA_R_16BF,
+                                    k, beta, Y, CUDA_R_16BF, m, groups, size, CUBLAS_COMPUTE_32F);
 }
 
 std::string Fp8Config::describe() const {

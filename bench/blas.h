@@ -1,5 +1,6 @@
 // bench/blas.h: the cuBLAS side of the benchmark: handles with fixed workspaces (so every call
-// can be captured in a CUDA graph), BF16 GEMMs through cublasGemmEx, FP8 GEMMs through cublasLt.
+// can be captured in a CUDA graph), BF16 GEMMs through cublasGemmEx (one GEMM) and
+// cublasGemmGroupedBatchedEx (many in one call), FP8 GEMMs through cublasLt.
 //
 // Layout convention (all row-major, as mxmoe stores them): Y[n, m] = X[n, k] . W[m, k]^T, i.e. the
 // weight W is [out features, k] and X holds n tokens. In cuBLAS's column-major terms this is the
@@ -29,8 +30,19 @@ class Blas {
 
   // Y[n, m] = X[n, k] . W[m, k]^T, BF16 in / out, fp32 compute; contiguous rows.
   void gemm_bf16(int m, int n, int k, const void* W, const void* X, void* Y, cudaStream_t s);
+  // The same GEMM for many problems in one cublasGemmGroupedBatchedEx call: group g holds
+  // size[g] problems of shape (m[g], n[g], k[g]); W, X, Y are DEVICE arrays of one pointer per
+  // problem, group after group. The host arrays must stay unchanged while a graph that captured
+  // the call may replay (cuBLAS may read them then). Returns the cuBLAS status instead of
+  // throwing, so that a caller can tell "not supported here" from a failure.
+  cublasStatus_t gemm_bf16_grouped(int groups, const cublasOperation_t* ta,
+                                   const cublasOperation_t* tb, const int* m, const int* n,
+                                   const int* k, const float* alpha, const float* beta,
+                                   const int* size, const void* const* W, const void* const* X,
+                                   void* const* Y, cudaStream_t s);
 
   cublasLtHandle_t lt() const { return lt_; }
+  void use_stream(cudaStream_t s);  // cublasSetStream, then our workspace again
   void* lt_workspace() const { return lt_ws_.get(); }
   size_t lt_workspace_bytes() const { return lt_ws_.bytes(); }
 

@@ -65,12 +65,12 @@ void print_table(const Report& r, std::FILE* f) {
   for (const auto& n : r.notes) std::fprintf(f, "note: %s\n", n.c_str());
   // Columns 1-16 keep their places (scripts/ab_tables.sh reads 1, 2, 6 and 9); check stays last
   // because it may hold spaces.
-  std::fprintf(f, "%-7s %6s %4s %5s %-8s %-11s %-4s %7s %10s %7s %7s %6s %5s %5s %7s %7s %5s %s\n",
+  std::fprintf(f, "%-7s %6s %4s %5s %-8s %-12s %-4s %7s %10s %7s %7s %6s %5s %5s %7s %7s %5s %s\n",
                "layout", "T", "E", "I", "routing", "backend", "rtr", "pairs", "median_us", "TFLOPS",
                "GB/s", "%copy", "%fp8", "%bf16", "xbf16", "xfp8", "MHz", "check");
   for (const Row& w : r.rows)
     std::fprintf(f,
-                 "%-7s %6d %4d %5d %-8s %-11s %-4s %7lld %10.1f %7.1f %7.0f %6.1f %5.1f %5.1f %7s "
+                 "%-7s %6d %4d %5d %-8s %-12s %-4s %7lld %10.1f %7.1f %7.0f %6.1f %5.1f %5.1f %7s "
                  "%7s %5s %s\n",
                  w.layout.c_str(), w.tokens, w.experts_local, w.intermediate, w.routing.c_str(),
                  w.backend.c_str(), w.router.c_str(), static_cast<long long>(w.pairs),

@@ -6,7 +6,8 @@
 //               + T x 3584 x 4 (fp32 out)) / t; baseline lines count their own bytes instead
 //               (dequantized weights of the touched experts + gathered GEMM inputs / outputs)
 //   %copy    = GB/s / copy ceiling;  %fp8, %bf16 = TFLOPS / dense ceiling
-//   xbf16, xfp8 = baseline median / this median (> 1: mxmoe is faster), same layout, T, routing.
+//   xbf16, xfp8 = baseline median / this median (> 1: mxmoe is faster), same layout, T, routing;
+//            xbf16 against the faster of the per-expert and grouped BF16 baselines.
 //   MHz      = median SM clock over the timed replays (--clocks; clocks.h), "-" when not sampled;
 //              a trailing '*' marks a case in which a power or thermal limit was active.
 // Table (stdout, last), CSV (one header line, one line per row, ceilings repeated per row so the
@@ -26,7 +27,7 @@ struct Row {
   std::string layout;
   int tokens = 0, experts_local = 0, intermediate = 0, local_per_token = 0;
   std::string routing;  // uniform / skewed
-  std::string backend;  // w4a16, w4a8, cublas-bf16, cublas-fp8
+  std::string backend;  // w4a16, w4a8, cublas-bf16, cublas-bf16g, cublas-fp8
   std::string router;   // ids / gpu / "-" (baselines)
   int64_t pairs = 0;
   int distinct_experts = 0;
