@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <map>
 
 #include "mxmoe/common.h"
+#include "mxmoe/formats.h"
 
 namespace mxmoe::bench {
 
@@ -124,12 +124,7 @@ namespace {
 // explain; "" when none does. All-zero or non-finite reference outputs fail too.
 std::string compare_bf16(const char* what, const std::vector<uint16_t>& a,
                          const std::vector<uint16_t>& b) {
-  auto f = [](uint16_t v) {
-    const uint32_t u = static_cast<uint32_t>(v) << 16;
-    float x;
-    std::memcpy(&x, &u, 4);
-    return x;
-  };
+  const auto f = bf16_to_float;
   double ss = 0;
   for (uint16_t v : a) ss += static_cast<double>(f(v)) * f(v);
   const double rms = std::sqrt(ss / std::max<size_t>(a.size(), 1));
@@ -174,21 +169,15 @@ std::string Baselines::plan_bf16_grouped(const std::vector<int>& counts, cudaStr
   if (problems == 0) return "unsupported: no local pairs";
   std::vector<const void*> host(2 * 3 * problems);
   for (int gemm = 0; gemm < 2; ++gemm) {
-    GroupedGemm& g = grouped_[gemm];
-    g = GroupedGemm{};
+    GroupedBf16& g = grouped_[gemm];
+    g = GroupedBf16{};
     const void** w = host.data() + gemm * 3 * problems;
     const void** x = w + problems;
     const void** y = x + problems;
     size_t i = 0;
     for (const auto& [c, experts] : by_count) {
-      g.ta.push_back(CUBLAS_OP_T);
-      g.tb.push_back(CUBLAS_OP_N);
-      g.m.push_back(static_cast<int>(gemm == 0 ? 2 * I : K));
-      g.n.push_back(c);
-      g.k.push_back(static_cast<int>(gemm == 0 ? K : I));
-      g.alpha.push_back(1.0f);
-      g.beta.push_back(0.0f);
-      g.size.push_back(static_cast<int>(experts.size()));
+      g.add_group(static_cast<int>(gemm == 0 ? 2 * I : K), c,
+                  static_cast<int>(gemm == 0 ? K : I), static_cast<int>(experts.size()));
       for (const size_t e : experts) {
         if (gemm == 0) {
           w[i] = w13b_.as<uint16_t>() + e * 2 * I * K;
@@ -211,11 +200,8 @@ std::string Baselines::plan_bf16_grouped(const std::vector<int>& counts, cudaStr
                         cudaMemcpyHostToDevice));
   // Both forms once, eagerly; the grouped one's outputs against the per-expert ones.
   enqueue_bf16(counts, s);
-  for (int gemm = 0; gemm < 2; ++gemm) {
-    const GroupedGemm& g = grouped_[gemm];
-    const cublasStatus_t st = blas_.gemm_bf16_grouped(
-        static_cast<int>(g.size.size()), g.ta.data(), g.tb.data(), g.m.data(), g.n.data(),
-        g.k.data(), g.alpha.data(), g.beta.data(), g.size.data(), g.w, g.x, g.y, s);
+  for (const GroupedBf16& g : grouped_) {
+    const cublasStatus_t st = blas_.gemm_bf16_grouped(g, s);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_ARCH_MISMATCH)
       return std::string("unsupported: cublasGemmGroupedBatchedEx: ") + cublasGetStatusString(st);
     if (st != CUBLAS_STATUS_SUCCESS)
@@ -232,11 +218,9 @@ std::string Baselines::plan_bf16_grouped(const std::vector<int>& counts, cudaStr
 }
 
 void Baselines::enqueue_bf16_grouped(cudaStream_t s) {
-  for (const GroupedGemm& g : grouped_) {
-    if (g.size.empty()) throw Error("bench: grouped BF16 baseline enqueued without a plan");
-    BENCH_CUBLAS(blas_.gemm_bf16_grouped(
-        static_cast<int>(g.size.size()), g.ta.data(), g.tb.data(), g.m.data(), g.n.data(),
-        g.k.data(), g.alpha.data(), g.beta.data(), g.size.data(), g.w, g.x, g.y, s));
+  for (const GroupedBf16& g : grouped_) {
+    if (g.groups() == 0) throw Error("bench: grouped BF16 baseline enqueued without a plan");
+    BENCH_CUBLAS(blas_.gemm_bf16_grouped(g, s));
   }
 }
 

@@ -9,7 +9,7 @@
 // Grouped BF16 (cublas-bf16g): the same GEMMs in two cublasGemmGroupedBatchedEx calls (all of
 // GEMM1, then all of GEMM2), experts with equal pair counts forming one group, so a decode step's
 // hundreds of tiny per-expert launches become a few: what a user would run rather than a loop.
-// Its outputs are checked against the per-expert GEMMs' before it is timed (check_bf16_grouped).
+// Its outputs are checked against the per-expert GEMMs' before it is timed (plan_bf16_grouped).
 // Counted: the GEMMs only. Not counted: the gather of token rows, SiTU between the GEMMs, the
 // FP8 quantization of activations and the weighted combine (A is a separate pre-filled buffer).
 // So a baseline time is a LOWER bound of a real cuBLAS MoE, and mxmoe's ratio to it is
@@ -63,18 +63,9 @@ class Baselines {
   int64_t max_pairs_;
   DevBuf w13b_, w2b_, w13f_, s13_, w2f_, s2_;
   DevBuf xb_, ab_, hb_, yb_, xf_, af_, ones_;
-  // The grouped plan: per GEMM (0: GEMM1, 1: GEMM2) its host arrays per group, and the device
-  // pointer arrays (W, X, Y of every problem) in ptrs_; outputs in hg_ / yg_ (kept apart from the
-  // per-expert ones for the check).
-  struct GroupedGemm {
-    std::vector<cublasOperation_t> ta, tb;
-    std::vector<int> m, n, k, size;
-    std::vector<float> alpha, beta;
-    const void* const* w = nullptr;
-    const void* const* x = nullptr;
-    void* const* y = nullptr;
-  };
-  GroupedGemm grouped_[2];
+  // The grouped plan: per GEMM (0: GEMM1, 1: GEMM2) its groups, their device pointer arrays in
+  // ptrs_; outputs in hg_ / yg_ (kept apart from the per-expert ones for the check).
+  GroupedBf16 grouped_[2];
   DevBuf ptrs_, hg_, yg_;
 };
 

@@ -41,15 +41,24 @@ void Blas::gemm_bf16(int m, int n, int k, const void* W, const void* X, void* Y,
                             CUBLAS_GEMM_DEFAULT));
 }
 
-cublasStatus_t Blas::gemm_bf16_grouped(int groups, const cublasOperation_t* ta,
-                                       const cublasOperation_t* tb, const int* m, const int* n,
-                                       const int* k, const float* alpha, const float* beta,
-                                       const int* size, const void* const* W,
-                                       const void* const* X, void* const* Y, cudaStream_t s) {
+void GroupedBf16::add_group(int gm, int gn, int gk, int problems) {
+  ta.push_back(CUBLAS_OP_T);
+  tb.push_back(CUBLAS_OP_N);
+  m.push_back(gm);
+  n.push_back(gn);
+  k.push_back(gk);
+  alpha.push_back(1.0f);
+  beta.push_back(0.0f);
+  size.push_back(problems);
+}
+
+cublasStatus_t Blas::gemm_bf16_grouped(const GroupedBf16& g, cudaStream_t s) {
   use_stream(s);
   // Row-major Y[n, m] = X[n, k] . W[m, k]^T as gemm_bf16's TN GEMM: lda = ldb = k, ldc = m.
-  return cublasGemmGroupedBatchedEx(h_, ta, tb, m, n, k, alpha, W, CUDA_R_16BF, k, X, CUDA_R_16BF,
-                                    k, beta, Y, CUDA_R_16BF, m, groups, size, CUBLAS_COMPUTE_32F);
+  return cublasGemmGroupedBatchedEx(h_, g.ta.data(), g.tb.data(), g.m.data(), g.n.data(),
+                                    g.k.data(), g.alpha.data(), g.w, CUDA_R_16BF, g.k.data(), g.x,
+                                    CUDA_R_16BF, g.k.data(), g.beta.data(), g.y, CUDA_R_16BF,
+                                    g.m.data(), g.groups(), g.size.data(), CUBLAS_COMPUTE_32F);
 }
 
 std::string Fp8Config::describe() const {

@@ -21,6 +21,21 @@
 
 namespace mxmoe::bench {
 
+// The problems of one grouped call: group g holds size[g] problems of shape (m[g], n[g], k[g]),
+// each gemm_bf16's TN GEMM; w, x, y are DEVICE arrays of one pointer per problem, group after
+// group. cuBLAS takes the per-group fields as host arrays, which must stay unchanged while a graph
+// that captured the call may replay (cuBLAS may read them then).
+struct GroupedBf16 {
+  std::vector<cublasOperation_t> ta, tb;  // per group, all T / N (add_group)
+  std::vector<int> m, n, k, size;
+  std::vector<float> alpha, beta;  // per group, all 1 / 0 (add_group)
+  const void* const* w = nullptr;
+  const void* const* x = nullptr;
+  void* const* y = nullptr;
+  void add_group(int gm, int gn, int gk, int problems);
+  int groups() const { return static_cast<int>(size.size()); }
+};
+
 class Blas {
  public:
   explicit Blas(cudaStream_t s);
@@ -30,23 +45,17 @@ class Blas {
 
   // Y[n, m] = X[n, k] . W[m, k]^T, BF16 in / out, fp32 compute; contiguous rows.
   void gemm_bf16(int m, int n, int k, const void* W, const void* X, void* Y, cudaStream_t s);
-  // The same GEMM for many problems in one cublasGemmGroupedBatchedEx call: group g holds
-  // size[g] problems of shape (m[g], n[g], k[g]); W, X, Y are DEVICE arrays of one pointer per
-  // problem, group after group. The host arrays must stay unchanged while a graph that captured
-  // the call may replay (cuBLAS may read them then). Returns the cuBLAS status instead of
-  // throwing, so that a caller can tell "not supported here" from a failure.
-  cublasStatus_t gemm_bf16_grouped(int groups, const cublasOperation_t* ta,
-                                   const cublasOperation_t* tb, const int* m, const int* n,
-                                   const int* k, const float* alpha, const float* beta,
-                                   const int* size, const void* const* W, const void* const* X,
-                                   void* const* Y, cudaStream_t s);
+  // The same GEMM for many problems in one cublasGemmGroupedBatchedEx call (GroupedBf16 above).
+  // Returns the cuBLAS status instead of throwing, so that a caller can tell "not supported
+  // here" from a failure.
+  cublasStatus_t gemm_bf16_grouped(const GroupedBf16& g, cudaStream_t s);
 
   cublasLtHandle_t lt() const { return lt_; }
-  void use_stream(cudaStream_t s);  // cublasSetStream, then our workspace again
   void* lt_workspace() const { return lt_ws_.get(); }
   size_t lt_workspace_bytes() const { return lt_ws_.bytes(); }
 
  private:
+  void use_stream(cudaStream_t s);  // cublasSetStream, then our workspace again
   cublasHandle_t h_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
