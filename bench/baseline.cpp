@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <map>
 
 #include "mxmoe/common.h"
 #include "mxmoe/formats.h"
@@ -34,6 +33,8 @@ Baselines::Baselines(const Layout& l, const WeightPool& pool, Blas& blas, Fp8Gem
   af_ = DevBuf(P * I, "baseline FP8 A");
   ones_ = DevBuf(P * 4, "baseline FP8 activation scales");
   ptrs_ = DevBuf(2 * 3 * E * sizeof(void*), "baseline grouped GEMM pointers");
+  ptrs8_ = DevBuf(2 * 3 * E * sizeof(void*), "baseline grouped FP8 GEMM pointers");
+  row_expert_ = DevBuf(P * 4, "baseline grouped FP8 row experts");
   hg_ = DevBuf(P * 2 * I * 2, "baseline grouped H");
   yg_ = DevBuf(P * K * 2, "baseline grouped Y");
 
@@ -153,55 +154,52 @@ std::vector<uint16_t> download_bf16(const void* p, size_t n) {
 
 }  // namespace
 
+void Baselines::fill_pointers(const CountGroups& g, int gemm, bool fp8, const void** host) const {
+  const size_t I = l_.intermediate, K = kLatent, P = g.problems;
+  const size_t w_elems = gemm == 0 ? 2 * I * K : K * I;  // one expert's weights
+  const size_t k = gemm == 0 ? K : I, m = gemm == 0 ? 2 * I : K;
+  const size_t elem = fp8 ? 1 : 2;  // bytes of a weight / activation element
+  const char* w =
+      static_cast<const char*>(gemm == 0 ? (fp8 ? w13f_ : w13b_).get() : (fp8 ? w2f_ : w2b_).get());
+  const char* x =
+      static_cast<const char*>(gemm == 0 ? (fp8 ? xf_ : xb_).get() : (fp8 ? af_ : ab_).get());
+  char* y = static_cast<char*>((gemm == 0 ? hg_ : yg_).get());  // BF16 outputs
+  size_t i = 0;
+  for (const CountGroups::Group& grp : g.groups)
+    for (const size_t e : grp.experts) {
+      host[i] = w + e * w_elems * elem;
+      host[P + i] = x + g.first_row[e] * k * elem;
+      host[2 * P + i] = y + g.first_row[e] * m * 2;
+      ++i;
+    }
+}
+
 std::string Baselines::plan_bf16_grouped(const std::vector<int>& counts, cudaStream_t s) {
   const size_t I = l_.intermediate, K = kLatent;
-  std::map<int, std::vector<size_t>> by_count;  // pair count -> experts, in expert order
-  std::vector<size_t> row(counts.size());       // each expert's first row, as enqueue_bf16's
-  size_t rows = 0, problems = 0;
-  for (size_t e = 0; e < counts.size(); ++e) {
-    row[e] = rows;
-    if (counts[e] == 0) continue;
-    by_count[counts[e]].push_back(e);
-    rows += counts[e];
-    ++problems;
-  }
-  if (rows > static_cast<size_t>(max_pairs_)) throw Error("bench: baseline rows exceed max_pairs");
-  if (problems == 0) return "unsupported: no local pairs";
-  std::vector<const void*> host(2 * 3 * problems);
+  const CountGroups g = group_by_count(counts);
+  if (g.rows > static_cast<size_t>(max_pairs_))
+    throw Error("bench: baseline rows exceed max_pairs");
+  if (g.problems == 0) return "unsupported: no local pairs";
+  const size_t P = g.problems;
+  std::vector<const void*> host(2 * 3 * P);
   for (int gemm = 0; gemm < 2; ++gemm) {
-    GroupedBf16& g = grouped_[gemm];
-    g = GroupedBf16{};
-    const void** w = host.data() + gemm * 3 * problems;
-    const void** x = w + problems;
-    const void** y = x + problems;
-    size_t i = 0;
-    for (const auto& [c, experts] : by_count) {
-      g.add_group(static_cast<int>(gemm == 0 ? 2 * I : K), c,
-                  static_cast<int>(gemm == 0 ? K : I), static_cast<int>(experts.size()));
-      for (const size_t e : experts) {
-        if (gemm == 0) {
-          w[i] = w13b_.as<uint16_t>() + e * 2 * I * K;
-          x[i] = xb_.as<uint16_t>() + row[e] * K;
-          y[i] = hg_.as<uint16_t>() + row[e] * 2 * I;
-        } else {
-          w[i] = w2b_.as<uint16_t>() + e * K * I;
-          x[i] = ab_.as<uint16_t>() + row[e] * I;
-          y[i] = yg_.as<uint16_t>() + row[e] * K;
-        }
-        ++i;
-      }
-    }
-    void** dev = ptrs_.as<void*>() + gemm * 3 * problems;
-    g.w = dev;
-    g.x = dev + problems;
-    g.y = dev + 2 * problems;
+    GroupedBf16& gr = grouped_[gemm];
+    gr = GroupedBf16{};
+    for (const CountGroups::Group& grp : g.groups)
+      gr.add_group(static_cast<int>(gemm == 0 ? 2 * I : K), grp.count,
+                   static_cast<int>(gemm == 0 ? K : I), static_cast<int>(grp.experts.size()));
+    fill_pointers(g, gemm, /*fp8=*/false, host.data() + gemm * 3 * P);
+    void** dev = ptrs_.as<void*>() + gemm * 3 * P;
+    gr.w = dev;
+    gr.x = dev + P;
+    gr.y = dev + 2 * P;
   }
-  BENCH_CUDA(cudaMemcpy(ptrs_.get(), host.data(), host.size() * sizeof(void*),
-                        cudaMemcpyHostToDevice));
+  BENCH_CUDA(
+      cudaMemcpy(ptrs_.get(), host.data(), host.size() * sizeof(void*), cudaMemcpyHostToDevice));
   // Both forms once, eagerly; the grouped one's outputs against the per-expert ones.
   enqueue_bf16(counts, s);
-  for (const GroupedBf16& g : grouped_) {
-    const cublasStatus_t st = blas_.gemm_bf16_grouped(g, s);
+  for (const GroupedBf16& gr : grouped_) {
+    const cublasStatus_t st = blas_.gemm_bf16_grouped(gr, s);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_ARCH_MISMATCH)
       return std::string("unsupported: cublasGemmGroupedBatchedEx: ") + cublasGetStatusString(st);
     if (st != CUBLAS_STATUS_SUCCESS)
@@ -209,11 +207,7 @@ std::string Baselines::plan_bf16_grouped(const std::vector<int>& counts, cudaStr
   }
   BENCH_CUDA(cudaGetLastError());
   BENCH_CUDA(cudaStreamSynchronize(s));
-  std::string bad = compare_bf16("GEMM1", download_bf16(hb_.get(), rows * 2 * I),
-                                 download_bf16(hg_.get(), rows * 2 * I));
-  if (bad.empty())
-    bad = compare_bf16("GEMM2", download_bf16(yb_.get(), rows * K),
-                       download_bf16(yg_.get(), rows * K));
+  const std::string bad = compare_outputs(g.rows);
   return bad.empty() ? "" : "FAIL: grouped != per-expert: " + bad;
 }
 
@@ -222,6 +216,81 @@ void Baselines::enqueue_bf16_grouped(cudaStream_t s) {
     if (g.groups() == 0) throw Error("bench: grouped BF16 baseline enqueued without a plan");
     BENCH_CUBLAS(blas_.gemm_bf16_grouped(g, s));
   }
+}
+
+std::string Baselines::plan_fp8_grouped(const std::vector<int>& counts, cudaStream_t s) {
+  if (!fp8_) return "unsupported: no FP8 GEMMs";
+  const size_t I = l_.intermediate, K = kLatent;
+  const CountGroups g = group_by_count(counts);
+  if (g.rows > static_cast<size_t>(max_pairs_))
+    throw Error("bench: baseline rows exceed max_pairs");
+  if (g.problems == 0) return "unsupported: no local pairs";
+  const size_t P = g.problems;
+  std::vector<const void*> host(2 * 3 * P);
+  for (int gemm = 0; gemm < 2; ++gemm) {
+    std::vector<Fp8Batch>& b = batches8_[gemm];
+    b.clear();
+    const int m = static_cast<int>(gemm == 0 ? 2 * I : K), k = static_cast<int>(gemm == 0 ? K : I);
+    size_t first = 0;
+    for (const CountGroups::Group& grp : g.groups) {
+      const int batch = static_cast<int>(grp.experts.size());
+      if (!fp8_->plan_batched(m, grp.count, k, batch)) {
+        batches8_[0].clear();
+        batches8_[1].clear();
+        return "unsupported: cublasLt has no pointer-array FP8 algorithm for m=" +
+               std::to_string(m) + " n=" + std::to_string(grp.count) + " k=" + std::to_string(k) +
+               " batch=" + std::to_string(batch);
+      }
+      b.push_back({m, grp.count, k, batch, first});
+      first += batch;
+    }
+    fill_pointers(g, gemm, /*fp8=*/true, host.data() + gemm * 3 * P);
+  }
+  problems8_ = P;
+  rows8_ = g.rows;
+  BENCH_CUDA(
+      cudaMemcpy(ptrs8_.get(), host.data(), host.size() * sizeof(void*), cudaMemcpyHostToDevice));
+  BENCH_CUDA(
+      cudaMemcpy(row_expert_.get(), g.row_expert.data(), g.rows * 4, cudaMemcpyHostToDevice));
+  // Both forms once, eagerly. A cuBLAS error here fails the line, not the run.
+  try {
+    enqueue_fp8(counts, s);
+    enqueue_fp8_grouped(s);
+    BENCH_CUDA(cudaStreamSynchronize(s));
+  } catch (const Error& e) {
+    return std::string("FAIL: ") + e.what();
+  }
+  const std::string bad = compare_outputs(g.rows);
+  return bad.empty() ? "" : "FAIL: grouped FP8 != per-expert FP8: " + bad;
+}
+
+void Baselines::enqueue_fp8_grouped(cudaStream_t s) {
+  const size_t I = l_.intermediate, K = kLatent, P = problems8_;
+  for (int gemm = 0; gemm < 2; ++gemm) {
+    if (batches8_[gemm].empty() || !fp8_)
+      throw Error("bench: grouped FP8 baseline enqueued without a plan");
+    void** base = ptrs8_.as<void*>() + gemm * 3 * P;
+    for (const Fp8Batch& b : batches8_[gemm])
+      fp8_->run_batched(b.m, b.n, b.k, b.batch, base + b.first, base + P + b.first,
+                        base + 2 * P + b.first, s);
+    // The scales the batched matmuls could not take: per row of W (or per tensor, as the
+    // per-expert form's configuration) x per token.
+    scale_bf16_rows((gemm == 0 ? hg_ : yg_).as<uint16_t>(), rows8_,
+                    static_cast<int>(gemm == 0 ? 2 * I : K), row_expert_.as<int32_t>(),
+                    (gemm == 0 ? s13_ : s2_).as<float>(), fp8_->config().outer_vec,
+                    ones_.as<float>(), s);
+    BENCH_CUDA(cudaGetLastError());
+  }
+}
+
+std::string Baselines::compare_outputs(size_t rows) const {
+  const size_t I = l_.intermediate, K = kLatent;
+  std::string bad = compare_bf16("GEMM1", download_bf16(hb_.get(), rows * 2 * I),
+                                 download_bf16(hg_.get(), rows * 2 * I));
+  if (bad.empty())
+    bad = compare_bf16("GEMM2", download_bf16(yb_.get(), rows * K),
+                       download_bf16(yg_.get(), rows * K));
+  return bad;
 }
 
 double Baselines::bytes_bf16(const std::vector<int>& counts) const {

@@ -10,6 +10,10 @@
 // GEMM1, then all of GEMM2), experts with equal pair counts forming one group, so a decode step's
 // hundreds of tiny per-expert launches become a few: what a user would run rather than a loop.
 // Its outputs are checked against the per-expert GEMMs' before it is timed (plan_bf16_grouped).
+// Grouped FP8 (cublas-fp8g): one pointer-array batched cublasLt matmul per group of equal counts
+// and GEMM, unscaled (this cublasLt has no per-problem scales, blas.h), then one small kernel per
+// GEMM that applies every row's weight x activation scales to its BF16 output; checked against
+// the per-expert FP8 GEMMs the same way (plan_fp8_grouped).
 // Counted: the GEMMs only. Not counted: the gather of token rows, SiTU between the GEMMs, the
 // FP8 quantization of activations and the weighted combine (A is a separate pre-filled buffer).
 // So a baseline time is a LOWER bound of a real cuBLAS MoE, and mxmoe's ratio to it is
@@ -50,6 +54,9 @@ class Baselines {
   // ran but its outputs differ.
   std::string plan_bf16_grouped(const std::vector<int>& counts, cudaStream_t s);
   void enqueue_bf16_grouped(cudaStream_t s);
+  // Grouped FP8, the same contract as the BF16 one; call after plan_fp8(counts) returned true.
+  std::string plan_fp8_grouped(const std::vector<int>& counts, cudaStream_t s);
+  void enqueue_fp8_grouped(cudaStream_t s);
 
   // Bytes the baseline itself must move for these counts: weights of the touched experts,
   // gathered inputs and outputs of both GEMMs.
@@ -63,10 +70,24 @@ class Baselines {
   int64_t max_pairs_;
   DevBuf w13b_, w2b_, w13f_, s13_, w2f_, s2_;
   DevBuf xb_, ab_, hb_, yb_, xf_, af_, ones_;
-  // The grouped plan: per GEMM (0: GEMM1, 1: GEMM2) its groups, their device pointer arrays in
-  // ptrs_; outputs in hg_ / yg_ (kept apart from the per-expert ones for the check).
+  // The grouped plans: per GEMM (0: GEMM1, 1: GEMM2) its groups, their device pointer arrays in
+  // ptrs_ (BF16) / ptrs8_ (FP8); outputs in hg_ / yg_ (kept apart from the per-expert ones for
+  // the checks). An FP8 batch: `batch` problems of shape (m, n, k) whose pointers start at
+  // entry `first` of each of the GEMM's three arrays (w, x, y) in ptrs8_.
+  struct Fp8Batch {
+    int m, n, k, batch;
+    size_t first;
+  };
   GroupedBf16 grouped_[2];
-  DevBuf ptrs_, hg_, yg_;
+  std::vector<Fp8Batch> batches8_[2];
+  size_t problems8_ = 0, rows8_ = 0;
+  DevBuf ptrs_, ptrs8_, hg_, yg_, row_expert_;
+  // Device pointer arrays of GEMM `gemm` for the counts' groups (host copy in `host`, uploaded by
+  // the caller): weights, activations and grouped outputs of the BF16 or the FP8 form.
+  void fill_pointers(const CountGroups& g, int gemm, bool fp8, const void** host) const;
+  // The grouped outputs (hg_ / yg_) against the per-expert ones (hb_ / yb_) for `rows` rows:
+  // "" when they agree (compare_bf16 in baseline.cpp), else the first difference.
+  std::string compare_outputs(size_t rows) const;
 };
 
 }  // namespace mxmoe::bench

@@ -68,18 +68,17 @@ std::string Fp8Config::describe() const {
 }
 
 Fp8Gemm::~Fp8Gemm() {
-  for (auto& [shape, p] : plans_) {
+  auto destroy = [](Plan& p) {
     if (p.a) cublasLtMatrixLayoutDestroy(p.a);
     if (p.b) cublasLtMatrixLayoutDestroy(p.b);
     if (p.c) cublasLtMatrixLayoutDestroy(p.c);
     if (p.desc) cublasLtMatmulDescDestroy(p.desc);
-  }
+  };
+  for (auto& [shape, p] : plans_) destroy(p);
+  for (auto& [shape, p] : batched_) destroy(p);
 }
 
-bool Fp8Gemm::plan(int m, int n, int k) {
-  const auto key = std::make_tuple(m, n, k);
-  if (auto it = plans_.find(key); it != plans_.end()) return it->second.ok;
-  Plan& p = plans_[key];
+bool Fp8Gemm::build(Plan& p, int m, int n, int k, int batch) {
   BENCH_CUBLAS(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   // Attributes this cuBLAS may not know (scale modes, fast accumulation) make the configuration
   // unsupported rather than the run failed: choose_fp8_config then tries the next one.
@@ -88,21 +87,35 @@ bool Fp8Gemm::plan(int m, int n, int k) {
   };
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   const int8_t fast = cfg_.fast_accum ? 1 : 0;
-  const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-  // The heuristic may look at the scale pointers' presence: placeholders, replaced in run().
-  const void* dummy = blas_.lt_workspace();
   bool attrs = set(CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) &&
                set(CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) &&
-               set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast) &&
-               set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &dummy, sizeof dummy) &&
-               set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dummy, sizeof dummy);
-  if (attrs && cfg_.outer_vec)
-    attrs = set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode) &&
-            set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode);
+               set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast);
+  if (attrs && batch == 0) {
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    // The heuristic may look at the scale pointers' presence: placeholders, replaced in run().
+    const void* dummy = blas_.lt_workspace();
+    attrs = set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &dummy, sizeof dummy) &&
+            set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dummy, sizeof dummy);
+    if (attrs && cfg_.outer_vec)
+      attrs = set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode) &&
+              set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode);
+  }
   if (!attrs) return false;
   BENCH_CUBLAS(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, m, k));
   BENCH_CUBLAS(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, n, k));
   BENCH_CUBLAS(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_16BF, m, n, m));
+  if (batch > 0) {
+    const int32_t count = batch;
+    const int32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+    for (cublasLtMatrixLayout_t l : {p.a, p.b, p.c}) {
+      const bool ok =
+          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                           sizeof count) == CUBLAS_STATUS_SUCCESS &&
+          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode,
+                                           sizeof mode) == CUBLAS_STATUS_SUCCESS;
+      if (!ok) return false;
+    }
+  }
 
   cublasLtMatmulPreference_t pref = nullptr;
   BENCH_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
@@ -124,6 +137,19 @@ bool Fp8Gemm::plan(int m, int n, int k) {
   return p.ok;
 }
 
+bool Fp8Gemm::plan(int m, int n, int k) {
+  const auto key = std::make_tuple(m, n, k);
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second.ok;
+  return build(plans_[key], m, n, k, 0);
+}
+
+bool Fp8Gemm::plan_batched(int m, int n, int k, int batch) {
+  if (batch <= 0) return false;
+  const auto key = std::make_tuple(m, n, k, batch);
+  if (auto it = batched_.find(key); it != batched_.end()) return it->second.ok;
+  return build(batched_[key], m, n, k, batch);
+}
+
 void Fp8Gemm::run(int m, int n, int k, const uint8_t* W, const float* w_scale, const uint8_t* X,
                   const float* x_scale, void* Y, cudaStream_t s) {
   auto it = plans_.find(std::make_tuple(m, n, k));
@@ -137,6 +163,21 @@ void Fp8Gemm::run(int m, int n, int k, const uint8_t* W, const float* w_scale, c
                                               &x_scale, sizeof x_scale));
   const float alpha = 1.0f, beta = 0.0f;
   BENCH_CUBLAS(cublasLtMatmul(blas_.lt(), p.desc, &alpha, W, p.a, X, p.b, &beta, Y, p.c, Y, p.c,
+                              &p.algo, blas_.lt_workspace(), blas_.lt_workspace_bytes(), s));
+}
+
+void Fp8Gemm::run_batched(int m, int n, int k, int batch, const void* const* W,
+                          const void* const* X, void* const* Y, cudaStream_t s) {
+  auto it = batched_.find(std::make_tuple(m, n, k, batch));
+  if (it == batched_.end() || !it->second.ok)
+    throw Error("bench: no cublasLt batched FP8 plan for m=" + std::to_string(m) + " n=" +
+                std::to_string(n) + " k=" + std::to_string(k) + " batch=" + std::to_string(batch));
+  Plan& p = it->second;
+  const float alpha = 1.0f, beta = 0.0f;
+  // In pointer-array mode D is the array of output pointers; cublasLt only reads the array, but
+  // takes it as void* like a plain output.
+  void* d = const_cast<void**>(Y);
+  BENCH_CUBLAS(cublasLtMatmul(blas_.lt(), p.desc, &alpha, W, p.a, X, p.b, &beta, d, p.c, d, p.c,
                               &p.algo, blas_.lt_workspace(), blas_.lt_workspace_bytes(), s));
 }
 

@@ -1,6 +1,7 @@
 // bench/blas.h: the cuBLAS side of the benchmark: handles with fixed workspaces (so every call
 // can be captured in a CUDA graph), BF16 GEMMs through cublasGemmEx (one GEMM) and
-// cublasGemmGroupedBatchedEx (many in one call), FP8 GEMMs through cublasLt.
+// cublasGemmGroupedBatchedEx (many in one call), FP8 GEMMs through cublasLt (one, or a batch of
+// equal shapes through pointer arrays).
 //
 // Layout convention (all row-major, as mxmoe stores them): Y[n, m] = X[n, k] . W[m, k]^T, i.e. the
 // weight W is [out features, k] and X holds n tokens. In cuBLAS's column-major terms this is the
@@ -10,6 +11,9 @@
 // activation scales through CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F when this cuBLAS supports it
 // on the device, else one per-tensor scale each (choose_fp8_config probes, the choice is printed).
 // Fast accumulation is on where supported (the strongest FP8 baseline / ceiling cuBLAS offers).
+// Batched FP8 (CUBLASLT_BATCH_MODE_POINTER_ARRAY) takes no scales: this cublasLt (13.1) has one
+// scale pointer per matmul, shared by every problem of the batch, and no per-batch scale mode,
+// so the caller applies each problem's scales to its output afterwards.
 #pragma once
 
 #include <map>
@@ -83,6 +87,12 @@ class Fp8Gemm {
   // entries and x_scale n; otherwise each points at one float. Throws if plan(m, n, k) failed.
   void run(int m, int n, int k, const uint8_t* W, const float* w_scale, const uint8_t* X,
            const float* x_scale, void* Y, cudaStream_t s);
+  // `batch` problems of one shape in one cublasLtMatmul: W, X, Y are DEVICE arrays of `batch`
+  // pointers each; Y[n, m] (BF16) = X[n, k] . W[m, k]^T unscaled (fast accumulation as the
+  // configuration says). plan_batched as plan: host only, false when cublasLt has no algorithm.
+  bool plan_batched(int m, int n, int k, int batch);
+  void run_batched(int m, int n, int k, int batch, const void* const* W, const void* const* X,
+                   void* const* Y, cudaStream_t s);
   const Fp8Config& config() const { return cfg_; }
 
  private:
@@ -92,9 +102,12 @@ class Fp8Gemm {
     cublasLtMatmulAlgo_t algo{};
     bool ok = false;
   };
+  // batch 0: one problem with the configuration's scales; batch > 0: pointer arrays, no scales.
+  bool build(Plan& p, int m, int n, int k, int batch);
   Blas& blas_;
   Fp8Config cfg_;
   std::map<std::tuple<int, int, int>, Plan> plans_;
+  std::map<std::tuple<int, int, int, int>, Plan> batched_;
 };
 
 // The first configuration (outer-vector then per-tensor scales; fast accumulation then not) for

@@ -77,4 +77,10 @@ void dequant_mxfp4_bf16(const uint8_t* packed, const uint8_t* scales, int rows, 
 void dequant_mxfp4_e4m3(const uint8_t* packed, const uint8_t* scales, int rows, int k, uint8_t* out,
                         float* row_scale, cudaStream_t s);
 
+// The batched FP8 baseline's scales, applied to its unscaled BF16 output y [rows, cols] in place:
+// y[r][c] *= w_scale[row_expert[r] * cols + (per_col ? c : 0)] * x_scale[r]. With the bench's
+// power-of-two weight factors and unit activation scales this is exact (no second rounding).
+void scale_bf16_rows(uint16_t* y, size_t rows, int cols, const int32_t* row_expert,
+                     const float* w_scale, bool per_col, const float* x_scale, cudaStream_t s);
+
 }  // namespace mxmoe::bench

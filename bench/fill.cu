@@ -87,6 +87,23 @@ __global__ void dequant_e4m3_kernel(const uint8_t* packed, const uint8_t* scales
   }
 }
 
+// One thread per BF16 pair (cols is even).
+__global__ void scale_bf16_rows_kernel(uint32_t* y, size_t rows, int cols,
+                                       const int32_t* row_expert, const float* w_scale,
+                                       bool per_col, const float* x_scale) {
+  const size_t half = static_cast<size_t>(cols) / 2, n = rows * half;
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const size_t r = i / half, c = 2 * (i % half);
+    const float* ws = w_scale + static_cast<size_t>(row_expert[r]) * cols;
+    const float xs = x_scale[r];
+    const uint32_t v = y[i];
+    const float a = bf16_to_float(static_cast<uint16_t>(v & 0xFFFF)) * (ws[per_col ? c : 0] * xs);
+    const float b = bf16_to_float(static_cast<uint16_t>(v >> 16)) * (ws[per_col ? c + 1 : 0] * xs);
+    y[i] = float_to_bf16(a) | static_cast<uint32_t>(float_to_bf16(b)) << 16;
+  }
+}
+
 unsigned grid_for(size_t n) {
   const size_t blocks = (n + 255) / 256;
   return static_cast<unsigned>(blocks < 65536 ? (blocks ? blocks : 1) : 65536);
@@ -116,6 +133,13 @@ void dequant_mxfp4_bf16(const uint8_t* packed, const uint8_t* scales, int rows, 
 void dequant_mxfp4_e4m3(const uint8_t* packed, const uint8_t* scales, int rows, int k, uint8_t* out,
                         float* row_scale, cudaStream_t s) {
   dequant_e4m3_kernel<<<rows, 256, 0, s>>>(packed, scales, k, out, row_scale);
+}
+
+void scale_bf16_rows(uint16_t* y, size_t rows, int cols, const int32_t* row_expert,
+                     const float* w_scale, bool per_col, const float* x_scale, cudaStream_t s) {
+  const size_t n = rows * static_cast<size_t>(cols / 2);
+  scale_bf16_rows_kernel<<<grid_for(n), 256, 0, s>>>(reinterpret_cast<uint32_t*>(y), rows, cols,
+                                                     row_expert, w_scale, per_col, x_scale);
 }
 
 }  // namespace mxmoe::bench

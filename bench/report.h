@@ -27,7 +27,7 @@ struct Row {
   std::string layout;
   int tokens = 0, experts_local = 0, intermediate = 0, local_per_token = 0;
   std::string routing;  // uniform / skewed
-  std::string backend;  // w4a16, w4a8, cublas-bf16, cublas-bf16g, cublas-fp8
+  std::string backend;  // w4a16, w4a8, cublas-bf16, cublas-bf16g, cublas-fp8, cublas-fp8g
   std::string router;   // ids / gpu / "-" (baselines)
   int64_t pairs = 0;
   int distinct_experts = 0;

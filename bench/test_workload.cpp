@@ -2,8 +2,9 @@
 // builds wherever bench/ does): routings have the promised structure (exactly L distinct local
 // ids per token, distinct foreign ids, weights summing to 1, counts that match the ids, router
 // logits whose top-16 are the ids), the skew concentrates load, the synthetic weights have the
-// promised byte ranges, the per-expert byte count matches KIMI_K3.md's 17.55 MB, and the flag
-// parser's defaults / overrides / refusals. Prints every failure; exit 1 if any.
+// promised byte ranges, the per-expert byte count matches KIMI_K3.md's 17.55 MB, the grouped
+// baselines' grouping by pair count, and the flag parser's defaults / overrides / refusals. Prints
+// every failure; exit 1 if any.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "args.h"
+#include "mxmoe/common.h"
 #include "options.h"
 #include "replays.h"
 #include "test_check.h"
@@ -104,8 +106,41 @@ void check_replays() {
   CHECK(replays_for(20, 10, false, 0.1, 0) == 20, "no probe: the wanted count");
 }
 
+// The grouped baselines' grouping: one group per distinct count > 0, increasing, experts in order;
+// rows laid out expert after expert as the per-expert loop does.
+void check_groups() {
+  const CountGroups g = group_by_count({2, 0, 1, 2, 3, 0, 1});
+  CHECK(g.groups.size() == 3, "%zu groups", g.groups.size());
+  if (g.groups.size() == 3) {
+    CHECK(g.groups[0].count == 1 && g.groups[0].experts == std::vector<size_t>({2, 6}), "count 1");
+    CHECK(g.groups[1].count == 2 && g.groups[1].experts == std::vector<size_t>({0, 3}), "count 2");
+    CHECK(g.groups[2].count == 3 && g.groups[2].experts == std::vector<size_t>({4}), "count 3");
+  }
+  CHECK(g.first_row == std::vector<size_t>({0, 2, 2, 3, 5, 8, 8}), "first rows");
+  CHECK(g.row_expert == std::vector<int32_t>({0, 0, 2, 3, 3, 4, 4, 4, 6}), "row experts");
+  CHECK(g.rows == 9 && g.problems == 5, "rows %zu problems %zu", g.rows, g.problems);
+  const CountGroups none = group_by_count({0, 0});
+  CHECK(none.groups.empty() && none.rows == 0 && none.problems == 0, "no pairs, no groups");
+  bool threw = false;
+  try {
+    group_by_count({1, -1});
+  } catch (const mxmoe::Error&) {
+    threw = true;
+  }
+  CHECK(threw, "a negative count accepted");
+  // A real routing: every local pair in exactly one problem row.
+  const Routing r = make_routing(layout_by_name("tp8ep4"), 64, false, 11);
+  const CountGroups t = group_by_count(r.expert_counts);
+  size_t rows = 0;
+  for (const auto& grp : t.groups) rows += grp.count * grp.experts.size();
+  CHECK(rows == t.rows && static_cast<int64_t>(t.rows) == r.pairs, "rows %zu vs pairs %lld", rows,
+        static_cast<long long>(r.pairs));
+  CHECK(static_cast<int>(t.problems) == r.distinct_experts, "problems %zu", t.problems);
+}
+
 int main() {
   check_replays();
+  check_groups();
   // KIMI_K3.md: one expert's weights are 17.55 MB (3 x 3072 x 3584 elements at 4.25 bits).
   CHECK(expert_mxfp4_bytes(3072) == 17547264u, "%zu", expert_mxfp4_bytes(3072));
   CHECK(expert_mxfp4_bytes(384) * 8 == expert_mxfp4_bytes(3072), "I=384 is 1/8 of I=3072");

@@ -2,6 +2,7 @@
 #include "workload.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -127,6 +128,29 @@ Routing make_routing(const Layout& l, int tokens, bool skewed, uint64_t seed) {
   r.distinct_experts = static_cast<int>(
       std::count_if(r.expert_counts.begin(), r.expert_counts.end(), [](int c) { return c > 0; }));
   return r;
+}
+
+CountGroups group_by_count(const std::vector<int>& counts) {
+  CountGroups g;
+  std::map<int, size_t> group_of;  // count -> index in g.groups, filled in increasing order
+  for (int c : counts) {
+    if (c < 0) throw Error("bench: negative pair count");
+    if (c > 0) group_of.emplace(c, 0);
+  }
+  for (auto& [c, i] : group_of) {
+    i = g.groups.size();
+    g.groups.push_back({c, {}});
+  }
+  g.first_row.resize(counts.size());
+  for (size_t e = 0; e < counts.size(); ++e) {
+    g.first_row[e] = g.rows;
+    if (counts[e] == 0) continue;
+    g.groups[group_of[counts[e]]].experts.push_back(e);
+    g.row_expert.insert(g.row_expert.end(), counts[e], static_cast<int32_t>(e));
+    g.rows += counts[e];
+    ++g.problems;
+  }
+  return g;
 }
 
 }  // namespace mxmoe::bench

@@ -77,4 +77,20 @@ struct Routing {
 };
 Routing make_routing(const Layout& l, int tokens, bool skewed, uint64_t seed);
 
+// The grouped baselines' problems: the per-expert loop lays the pairs out expert after expert
+// (expert e's rows start at first_row[e]); the grouped forms run one group per distinct pair
+// count > 0 (increasing), holding that count's experts in expert order.
+struct CountGroups {
+  struct Group {
+    int count;                    // pairs of each expert of the group (rows of each problem)
+    std::vector<size_t> experts;  // in expert order
+  };
+  std::vector<Group> groups;
+  std::vector<size_t> first_row;    // [E_local]
+  std::vector<int32_t> row_expert;  // [rows]: the expert each row belongs to
+  size_t rows = 0;                  // sum of the counts
+  size_t problems = 0;              // experts with count > 0
+};
+CountGroups group_by_count(const std::vector<int>& counts);
+
 }  // namespace mxmoe::bench
