@@ -154,48 +154,61 @@ std::vector<uint16_t> download_bf16(const void* p, size_t n) {
 
 }  // namespace
 
-void Baselines::fill_pointers(const CountGroups& g, int gemm, bool fp8, const void** host) const {
+CountGroups Baselines::groups_of(const std::vector<int>& counts) const {
+  CountGroups g = group_by_count(counts);
+  if (g.rows > static_cast<size_t>(max_pairs_))
+    throw Error("bench: baseline rows exceed max_pairs");
+  return g;
+}
+
+void Baselines::upload(const DevBuf& dst, const void* src, size_t bytes) {
+  if (bytes > dst.bytes()) throw Error("bench: baseline upload exceeds its buffer");
+  BENCH_CUDA(cudaMemcpy(dst.get(), src, bytes, cudaMemcpyHostToDevice));
+}
+
+std::vector<const void*> Baselines::pointers(const CountGroups& g, bool fp8) const {
   const size_t I = l_.intermediate, K = kLatent, P = g.problems;
-  const size_t w_elems = gemm == 0 ? 2 * I * K : K * I;  // one expert's weights
-  const size_t k = gemm == 0 ? K : I, m = gemm == 0 ? 2 * I : K;
   const size_t elem = fp8 ? 1 : 2;  // bytes of a weight / activation element
-  const char* w =
-      static_cast<const char*>(gemm == 0 ? (fp8 ? w13f_ : w13b_).get() : (fp8 ? w2f_ : w2b_).get());
-  const char* x =
-      static_cast<const char*>(gemm == 0 ? (fp8 ? xf_ : xb_).get() : (fp8 ? af_ : ab_).get());
-  char* y = static_cast<char*>((gemm == 0 ? hg_ : yg_).get());  // BF16 outputs
-  size_t i = 0;
-  for (const CountGroups::Group& grp : g.groups)
-    for (const size_t e : grp.experts) {
-      host[i] = w + e * w_elems * elem;
-      host[P + i] = x + g.first_row[e] * k * elem;
-      host[2 * P + i] = y + g.first_row[e] * m * 2;
-      ++i;
-    }
+  std::vector<const void*> host(2 * 3 * P);
+  for (int gemm = 0; gemm < 2; ++gemm) {
+    const size_t w_elems = gemm == 0 ? 2 * I * K : K * I;  // one expert's weights
+    const size_t k = gemm == 0 ? K : I, m = gemm == 0 ? 2 * I : K;
+    const char* w = static_cast<const char*>(gemm == 0 ? (fp8 ? w13f_ : w13b_).get()
+                                                       : (fp8 ? w2f_ : w2b_).get());
+    const char* x =
+        static_cast<const char*>(gemm == 0 ? (fp8 ? xf_ : xb_).get() : (fp8 ? af_ : ab_).get());
+    char* y = static_cast<char*>((gemm == 0 ? hg_ : yg_).get());  // BF16 outputs
+    const void** out = host.data() + gemm * 3 * P;
+    size_t i = 0;
+    for (const CountGroups::Group& grp : g.groups)
+      for (const size_t e : grp.experts) {
+        out[i] = w + e * w_elems * elem;
+        out[P + i] = x + g.first_row[e] * k * elem;
+        out[2 * P + i] = y + g.first_row[e] * m * 2;
+        ++i;
+      }
+  }
+  return host;
 }
 
 std::string Baselines::plan_bf16_grouped(const std::vector<int>& counts, cudaStream_t s) {
   const size_t I = l_.intermediate, K = kLatent;
-  const CountGroups g = group_by_count(counts);
-  if (g.rows > static_cast<size_t>(max_pairs_))
-    throw Error("bench: baseline rows exceed max_pairs");
+  const CountGroups g = groups_of(counts);
   if (g.problems == 0) return "unsupported: no local pairs";
   const size_t P = g.problems;
-  std::vector<const void*> host(2 * 3 * P);
+  const std::vector<const void*> host = pointers(g, /*fp8=*/false);
   for (int gemm = 0; gemm < 2; ++gemm) {
     GroupedBf16& gr = grouped_[gemm];
     gr = GroupedBf16{};
     for (const CountGroups::Group& grp : g.groups)
       gr.add_group(static_cast<int>(gemm == 0 ? 2 * I : K), grp.count,
                    static_cast<int>(gemm == 0 ? K : I), static_cast<int>(grp.experts.size()));
-    fill_pointers(g, gemm, /*fp8=*/false, host.data() + gemm * 3 * P);
     void** dev = ptrs_.as<void*>() + gemm * 3 * P;
     gr.w = dev;
     gr.x = dev + P;
     gr.y = dev + 2 * P;
   }
-  BENCH_CUDA(
-      cudaMemcpy(ptrs_.get(), host.data(), host.size() * sizeof(void*), cudaMemcpyHostToDevice));
+  upload(ptrs_, host.data(), host.size() * sizeof(void*));
   // Both forms once, eagerly; the grouped one's outputs against the per-expert ones.
   enqueue_bf16(counts, s);
   for (const GroupedBf16& gr : grouped_) {
@@ -221,12 +234,9 @@ void Baselines::enqueue_bf16_grouped(cudaStream_t s) {
 std::string Baselines::plan_fp8_grouped(const std::vector<int>& counts, cudaStream_t s) {
   if (!fp8_) return "unsupported: no FP8 GEMMs";
   const size_t I = l_.intermediate, K = kLatent;
-  const CountGroups g = group_by_count(counts);
-  if (g.rows > static_cast<size_t>(max_pairs_))
-    throw Error("bench: baseline rows exceed max_pairs");
+  const CountGroups g = groups_of(counts);
   if (g.problems == 0) return "unsupported: no local pairs";
   const size_t P = g.problems;
-  std::vector<const void*> host(2 * 3 * P);
   for (int gemm = 0; gemm < 2; ++gemm) {
     std::vector<Fp8Batch>& b = batches8_[gemm];
     b.clear();
@@ -244,14 +254,12 @@ std::string Baselines::plan_fp8_grouped(const std::vector<int>& counts, cudaStre
       b.push_back({m, grp.count, k, batch, first});
       first += batch;
     }
-    fill_pointers(g, gemm, /*fp8=*/true, host.data() + gemm * 3 * P);
   }
   problems8_ = P;
   rows8_ = g.rows;
-  BENCH_CUDA(
-      cudaMemcpy(ptrs8_.get(), host.data(), host.size() * sizeof(void*), cudaMemcpyHostToDevice));
-  BENCH_CUDA(
-      cudaMemcpy(row_expert_.get(), g.row_expert.data(), g.rows * 4, cudaMemcpyHostToDevice));
+  const std::vector<const void*> host = pointers(g, /*fp8=*/true);
+  upload(ptrs8_, host.data(), host.size() * sizeof(void*));
+  upload(row_expert_, g.row_expert.data(), g.rows * 4);
   // Both forms once, eagerly. A cuBLAS error here fails the line, not the run.
   try {
     enqueue_fp8(counts, s);

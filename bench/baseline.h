@@ -82,9 +82,14 @@ class Baselines {
   std::vector<Fp8Batch> batches8_[2];
   size_t problems8_ = 0, rows8_ = 0;
   DevBuf ptrs_, ptrs8_, hg_, yg_, row_expert_;
-  // Device pointer arrays of GEMM `gemm` for the counts' groups (host copy in `host`, uploaded by
-  // the caller): weights, activations and grouped outputs of the BF16 or the FP8 form.
-  void fill_pointers(const CountGroups& g, int gemm, bool fp8, const void** host) const;
+  // The counts' groups (workload.h), their rows checked against the buffers' max_pairs_.
+  CountGroups groups_of(const std::vector<int>& counts) const;
+  // A host array into a device buffer (checked against its size), before any capture.
+  static void upload(const DevBuf& dst, const void* src, size_t bytes);
+  // The device pointer arrays of both GEMMs for the counts' groups, as host arrays to upload:
+  // per GEMM (GEMM1 first) P weight, P activation and P grouped-output pointers (P = problems),
+  // of the BF16 or the FP8 form.
+  std::vector<const void*> pointers(const CountGroups& g, bool fp8) const;
   // The grouped outputs (hg_ / yg_) against the per-expert ones (hb_ / yb_) for `rows` rows:
   // "" when they agree (compare_bf16 in baseline.cpp), else the first difference.
   std::string compare_outputs(size_t rows) const;
