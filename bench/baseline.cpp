@@ -154,6 +154,11 @@ std::vector<uint16_t> download_bf16(const void* p, size_t n) {
 
 }  // namespace
 
+Baselines::GemmShape Baselines::gemm_shape(int gemm) const {
+  const int I = l_.intermediate, K = kLatent;
+  return gemm == 0 ? GemmShape{2 * I, K} : GemmShape{K, I};
+}
+
 CountGroups Baselines::groups_of(const std::vector<int>& counts) const {
   CountGroups g = group_by_count(counts);
   if (g.rows > static_cast<size_t>(max_pairs_))
@@ -167,12 +172,12 @@ void Baselines::upload(const DevBuf& dst, const void* src, size_t bytes) {
 }
 
 std::vector<const void*> Baselines::pointers(const CountGroups& g, bool fp8) const {
-  const size_t I = l_.intermediate, K = kLatent, P = g.problems;
+  const size_t P = g.problems;
   const size_t elem = fp8 ? 1 : 2;  // bytes of a weight / activation element
   std::vector<const void*> host(2 * 3 * P);
   for (int gemm = 0; gemm < 2; ++gemm) {
-    const size_t w_elems = gemm == 0 ? 2 * I * K : K * I;  // one expert's weights
-    const size_t k = gemm == 0 ? K : I, m = gemm == 0 ? 2 * I : K;
+    const GemmShape sh = gemm_shape(gemm);
+    const size_t m = sh.m, k = sh.k, w_elems = m * k;  // w_elems: one expert's weights
     const char* w = static_cast<const char*>(gemm == 0 ? (fp8 ? w13f_ : w13b_).get()
                                                        : (fp8 ? w2f_ : w2b_).get());
     const char* x =
@@ -192,7 +197,6 @@ std::vector<const void*> Baselines::pointers(const CountGroups& g, bool fp8) con
 }
 
 std::string Baselines::plan_bf16_grouped(const std::vector<int>& counts, cudaStream_t s) {
-  const size_t I = l_.intermediate, K = kLatent;
   const CountGroups g = groups_of(counts);
   if (g.problems == 0) return "unsupported: no local pairs";
   const size_t P = g.problems;
@@ -200,9 +204,9 @@ std::string Baselines::plan_bf16_grouped(const std::vector<int>& counts, cudaStr
   for (int gemm = 0; gemm < 2; ++gemm) {
     GroupedBf16& gr = grouped_[gemm];
     gr = GroupedBf16{};
+    const GemmShape sh = gemm_shape(gemm);
     for (const CountGroups::Group& grp : g.groups)
-      gr.add_group(static_cast<int>(gemm == 0 ? 2 * I : K), grp.count,
-                   static_cast<int>(gemm == 0 ? K : I), static_cast<int>(grp.experts.size()));
+      gr.add_group(sh.m, grp.count, sh.k, static_cast<int>(grp.experts.size()));
     void** dev = ptrs_.as<void*>() + gemm * 3 * P;
     gr.w = dev;
     gr.x = dev + P;
@@ -233,14 +237,13 @@ void Baselines::enqueue_bf16_grouped(cudaStream_t s) {
 
 std::string Baselines::plan_fp8_grouped(const std::vector<int>& counts, cudaStream_t s) {
   if (!fp8_) return "unsupported: no FP8 GEMMs";
-  const size_t I = l_.intermediate, K = kLatent;
   const CountGroups g = groups_of(counts);
   if (g.problems == 0) return "unsupported: no local pairs";
   const size_t P = g.problems;
   for (int gemm = 0; gemm < 2; ++gemm) {
     std::vector<Fp8Batch>& b = batches8_[gemm];
     b.clear();
-    const int m = static_cast<int>(gemm == 0 ? 2 * I : K), k = static_cast<int>(gemm == 0 ? K : I);
+    const auto [m, k] = gemm_shape(gemm);
     size_t first = 0;
     for (const CountGroups::Group& grp : g.groups) {
       const int batch = static_cast<int>(grp.experts.size());
@@ -273,7 +276,7 @@ std::string Baselines::plan_fp8_grouped(const std::vector<int>& counts, cudaStre
 }
 
 void Baselines::enqueue_fp8_grouped(cudaStream_t s) {
-  const size_t I = l_.intermediate, K = kLatent, P = problems8_;
+  const size_t P = problems8_;
   for (int gemm = 0; gemm < 2; ++gemm) {
     if (batches8_[gemm].empty() || !fp8_)
       throw Error("bench: grouped FP8 baseline enqueued without a plan");
@@ -283,10 +286,9 @@ void Baselines::enqueue_fp8_grouped(cudaStream_t s) {
                         base + 2 * P + b.first, s);
     // The scales the batched matmuls could not take: per row of W (or per tensor, as the
     // per-expert form's configuration) x per token.
-    scale_bf16_rows((gemm == 0 ? hg_ : yg_).as<uint16_t>(), rows8_,
-                    static_cast<int>(gemm == 0 ? 2 * I : K), row_expert_.as<int32_t>(),
-                    (gemm == 0 ? s13_ : s2_).as<float>(), fp8_->config().outer_vec,
-                    ones_.as<float>(), s);
+    scale_bf16_rows((gemm == 0 ? hg_ : yg_).as<uint16_t>(), rows8_, gemm_shape(gemm).m,
+                    row_expert_.as<int32_t>(), (gemm == 0 ? s13_ : s2_).as<float>(),
+                    fp8_->config().outer_vec, ones_.as<float>(), s);
     BENCH_CUDA(cudaGetLastError());
   }
 }

@@ -82,6 +82,11 @@ class Baselines {
   std::vector<Fp8Batch> batches8_[2];
   size_t problems8_ = 0, rows8_ = 0;
   DevBuf ptrs_, ptrs8_, hg_, yg_, row_expert_;
+  // GEMM `gemm`'s output width m and reduction length k (GEMM1: 2I x K, GEMM2: K x I).
+  struct GemmShape {
+    int m, k;
+  };
+  GemmShape gemm_shape(int gemm) const;
   // The counts' groups (workload.h), their rows checked against the buffers' max_pairs_.
   CountGroups groups_of(const std::vector<int>& counts) const;
   // A host array into a device buffer (checked against its size), before any capture.
