@@ -7,7 +7,7 @@
 //               (dequantized weights of the touched experts + gathered GEMM inputs / outputs)
 //   %copy    = GB/s / copy ceiling;  %fp8, %bf16 = TFLOPS / dense ceiling
 //   xbf16, xfp8 = baseline median / this median (> 1: mxmoe is faster), same layout, T, routing;
-//            xbf16 against the faster of the per-expert and grouped BF16 baselines.
+//            each against the faster of its per-expert and grouped baselines (BF16 / FP8).
 //   MHz      = median SM clock over the timed replays (--clocks; clocks.h), "-" when not sampled;
 //              a trailing '*' marks a case in which a power or thermal limit was active.
 // Table (stdout, last), CSV (one header line, one line per row, ceilings repeated per row so the
