@@ -445,9 +445,11 @@ TEST(Sm90DecodeBench, DISABLED_KimiShapes) {
 // The per-CTA timeline of the GEMM1 -> GEMM2 decode chain on the bulk ring (bench/NOTES.md D
 // round 21: why GEMM1's early trigger of GEMM2 costs ~4 us at EP16 T=2 and gains at T=1).
 // Diagnostic builds only (cmake -DMXMOE_DECODE_TIMELINE=ON, sm90/decode_timeline.cuh); skips
-// loudly elsewhere. EP16 shapes (56 experts, I 3072, one pick per token), T = 1 / 2 / 4, modes 0
-// and 4 (MXMOE_DECODE_SPEC: the trigger alone, which needs no ids): the chain's median time over
-// 15 runs, then the stamps of one more run after an L2 flush, in us from GEMM1's first entry.
+// loudly elsewhere. EP16 (56 experts, I 3072, one pick per token) and TP8xEP4 (224, 384, four)
+// shapes, T = 1 / 2 / 4, modes 0 and 4 (MXMOE_DECODE_SPEC: the trigger alone, which needs no
+// ids): the chain's median time over 15 runs, then the stamps of one more run after an L2
+// flush, in us from GEMM1's first entry: entry, wait done, first stage landed, last mainloop
+// done, exit (min / median / max over the CTAs).
 double tl_us(uint64_t t, uint64_t t0) { return (static_cast<double>(t) - t0) * 1e-3; }
 void print_timeline(const char* tag, const std::vector<uint64_t>& tl) {
   using decode::kTimelineCtas;
@@ -465,15 +467,20 @@ void print_timeline(const char* tag, const std::vector<uint64_t>& tl) {
   std::vector<uint64_t> all;
   uint64_t g1_last_exit = 0;
   std::vector<int> g1_sms;
+  // Stamps in the order they happen; data and math are absent (0) for a CTA with no tile.
+  const int kEvents[5] = {decode::kTlStart, decode::kTlWaited, decode::kTlData, decode::kTlMath,
+                          decode::kTlExit};
   for (int g = 0; g < 2; ++g) {
-    std::vector<double> f[3];
+    std::vector<double> f[5];
     std::vector<int> sms;
     int before_g1_exit = 0, on_g1_sm = 0;
     for (int c = 0; c < kTimelineCtas; ++c) {
       if (at(g, c, decode::kTlStart) == 0) continue;
-      for (int e = 0; e < 3; ++e) {
-        f[e].push_back(tl_us(at(g, c, e), t0));
-        all.push_back(at(g, c, e));
+      for (int e = 0; e < 5; ++e) {
+        const uint64_t v = at(g, c, kEvents[e]);
+        if (v == 0) continue;
+        f[e].push_back(tl_us(v, t0));
+        all.push_back(v);
       }
       const int sm = static_cast<int>(at(g, c, decode::kTlSm));
       sms.push_back(sm);
@@ -493,9 +500,9 @@ void print_timeline(const char* tag, const std::vector<uint64_t>& tl) {
       std::snprintf(b, sizeof(b), "%6.2f/%6.2f/%6.2f", v.front(), v[v.size() / 2], v.back());
       return std::string(b);
     };
-    std::printf("TIMELINE %s GEMM%d ctas %4zu sms %3d | entry %s | waited %s | exit %s", tag, g + 1,
-                f[0].size(), distinct, span(f[0]).c_str(), span(f[1]).c_str(),
-                span(f[2]).c_str());
+    std::printf("TIMELINE %s GEMM%d ctas %4zu sms %3d | entry %s | waited %s | data %s | math %s "
+                "| exit %s", tag, g + 1, f[0].size(), distinct, span(f[0]).c_str(),
+                span(f[1]).c_str(), span(f[2]).c_str(), span(f[3]).c_str(), span(f[4]).c_str());
     if (g == 1)
       std::printf(" | entered before GEMM1's last exit %d, on a GEMM1 SM %d", before_g1_exit,
                   on_g1_sm);
@@ -515,7 +522,6 @@ TEST(Sm90DecodeBench, DISABLED_ChainTimeline) {
   std::vector<uint64_t> tl;
   if (decode_timeline_read(&tl) == cudaErrorNotSupported)
     GTEST_SKIP() << "not a MXMOE_DECODE_TIMELINE build (test NOT run)";
-  const int E = 56, I = 3072;
   const int saved_spec = decode_spec();
   cudaStream_t st = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -523,29 +529,37 @@ TEST(Sm90DecodeBench, DISABLED_ChainTimeline) {
   DevBuf<uint8_t> flush(flush_bytes);
   ASSERT_TRUE(flush.ok());
   const int sms = num_sms();
-  for (int T : {1, 2, 4}) {
-    std::mt19937_64 rng(T * 131 + E);
-    const std::vector<int32_t> off = offsets_of(uniform_rows(rng, E, 1, T));
-    ChainProblem prob;
-    CUDA_OK(prob.init(bench_kimi_host(E, I, T, off, rng)));
-    const Gemm1Params p1 = prob.gemm1(16);
-    const Gemm2Params p2 = prob.gemm2(16);
-    auto chain = [&](cudaStream_t s) {
-      const cudaError_t e = launch_gemm1(p1, sms, s);
-      return e != cudaSuccess ? e : launch_gemm2(p2, sms, s);
-    };
-    for (int mode : {0, kDecodeSpecEarlyGemm2}) {
-      decode_set_spec(mode);
-      const float med = test::median_event_us(chain, st, flush.get(), flush_bytes, 3, 15);
-      ASSERT_GT(med, 0.0f);
-      CUDA_OK(cudaMemsetAsync(flush.get(), 1, flush_bytes, st));
-      CUDA_OK(decode_timeline_reset(st));
-      CUDA_OK(chain(st));
-      CUDA_OK(cudaStreamSynchronize(st));
-      CUDA_OK(decode_timeline_read(&tl));
-      char tag[64];
-      std::snprintf(tag, sizeof(tag), "EP16 T=%d mode %d (chain median %.1f us)", T, mode, med);
-      print_timeline(tag, tl);
+  struct Layout {
+    const char* name;
+    int E, I, topk;
+  };
+  for (const Layout& l : {Layout{"EP16", 56, 3072, 1}, Layout{"TP8xEP4", 224, 384, 4}}) {
+    for (int T : {1, 2, 4}) {
+      const int E = l.E, I = l.I;
+      std::mt19937_64 rng(T * 131 + E);
+      const std::vector<int32_t> off = offsets_of(uniform_rows(rng, E, l.topk, T));
+      ChainProblem prob;
+      CUDA_OK(prob.init(bench_kimi_host(E, I, T, off, rng)));
+      const Gemm1Params p1 = prob.gemm1(16);
+      const Gemm2Params p2 = prob.gemm2(16);
+      auto chain = [&](cudaStream_t s) {
+        const cudaError_t e = launch_gemm1(p1, sms, s);
+        return e != cudaSuccess ? e : launch_gemm2(p2, sms, s);
+      };
+      for (int mode : {0, kDecodeSpecEarlyGemm2}) {
+        decode_set_spec(mode);
+        const float med = test::median_event_us(chain, st, flush.get(), flush_bytes, 3, 15);
+        ASSERT_GT(med, 0.0f);
+        CUDA_OK(cudaMemsetAsync(flush.get(), 1, flush_bytes, st));
+        CUDA_OK(decode_timeline_reset(st));
+        CUDA_OK(chain(st));
+        CUDA_OK(cudaStreamSynchronize(st));
+        CUDA_OK(decode_timeline_read(&tl));
+        char tag[64];
+        std::snprintf(tag, sizeof(tag), "%s T=%d mode %d (chain median %.1f us)", l.name, T, mode,
+                      med);
+        print_timeline(tag, tl);
+      }
     }
   }
   decode_set_spec(saved_spec);

@@ -307,6 +307,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
         constexpr bool kFull = decltype(full_tag)::value;
         const int s = it % kStages;
         mbar_wait(bar_full + 8 * s, (it / kStages) & 1);
+        if (it == 0) timeline_stamp(kGemm1, kTlData);
         const uint8_t* stage = smem + L::kRing + s * kStageBytes;
         const uint32_t act =
             sbase + L::kRing + s * kStageBytes + R::kA + (kNarrow ? lm_narrow : lm_wide);
@@ -343,6 +344,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
       }
     };
     if (ti.nrows <= kBN / 2) stages(std::true_type()); else stages(std::false_type());
+    if (tile + nclu >= total) timeline_stamp(kGemm1, kTlMath);
 
     if constexpr (kSpec && kGemm1) {
       finish_tile<S, kGemm1, L, true>(p, ti, cols, d, smem, sbase, rank, tile + nclu >= total,

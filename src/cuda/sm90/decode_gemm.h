@@ -109,11 +109,16 @@ struct DecodeSpec {
 };
 // Diagnostic builds only (MXMOE_DECODE_TIMELINE, decode_timeline.cuh; else
 // cudaErrorNotSupported): the bulk-ring kernels' per-CTA stamps, out = [GEMM1, GEMM2][CTA]
-// [entry ns, waited ns, exit ns, SM id] (kTimelineCtas CTAs each; 0: not stamped), as the last
+// [entry ns, waited ns, exit ns, SM id, data ns, math ns] (kTimelineCtas CTAs each; 0: not
+// stamped), as the last
 // launches left them; decode_timeline_reset zeroes them on `stream` (before the launches to read).
 namespace decode {
 constexpr int kTimelineCtas = 2048;  // CTAs recorded per GEMM (blockIdx.x beyond: not recorded)
-enum TimelineEvent : int { kTlStart = 0, kTlWaited = 1, kTlExit = 2, kTlSm = 3, kTlFields = 4 };
+// kTlData: thread 0's first stage landed (its first full-barrier wait returned); kTlMath: its
+// last tile's mainloop done (what follows is the split-K reduction and the epilogue).
+enum TimelineEvent : int {
+  kTlStart = 0, kTlWaited = 1, kTlExit = 2, kTlSm = 3, kTlData = 4, kTlMath = 5, kTlFields = 6
+};
 }  // namespace decode
 cudaError_t decode_timeline_read(std::vector<uint64_t>* out);
 cudaError_t decode_timeline_reset(cudaStream_t stream);

@@ -4,7 +4,9 @@
 //
 // Built only with the compile definition MXMOE_DECODE_TIMELINE (cmake -DMXMOE_DECODE_TIMELINE=ON,
 // a diagnostic build): thread 0 of each CTA stamps %globaltimer (ns) at entry, after its wait for
-// the chain's earlier kernels and at exit, and its SM id, into g_decode_timeline[GEMM][CTA]
+// the chain's earlier kernels, when its first stage landed, when its last mainloop ended (the
+// split-K reduction and the epilogue follow) and at exit, and its SM id, into
+// g_decode_timeline[GEMM][CTA]
 // (read back by decode_timeline_read, decode_gemm.h). In every other build timeline_stamp is
 // empty and the kernels compile to the code they have without it (scripts/kernel_text_diff.sh).
 #pragma once
