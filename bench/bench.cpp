@@ -217,10 +217,21 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
         // A baseline that fails (cuBLAS refusing a shape) costs its line, not the run; a sticky
         // device fault still ends the run (same rule as the mxmoe cases below).
         enum class Form { kBf16, kBf16Grouped, kFp8, kFp8Grouped };
-        auto time_baseline = [&](const char* name, Form form) -> double {
+        auto baseline_row = [&](const char* name) {
           Row w = proto;
           w.backend = name;
           w.router = "-";
+          return w;
+        };
+        // A failed baseline line: its row says why, the run's verdict fails, stderr names it.
+        auto mark_failed = [&](Row& w, const char* name, const std::string& why) {
+          w.verify = why;
+          cx.any_fail = true;
+          std::fprintf(stderr, "bench: %s %s T=%d %s: %s\n", L.name.c_str(), name, T,
+                       dist.c_str(), why.c_str());
+        };
+        auto time_baseline = [&](const char* name, Form form) -> double {
+          Row w = baseline_row(name);
           const bool fp8_form = form == Form::kFp8 || form == Form::kFp8Grouped;
           try {
             w.t = time_graph(
@@ -246,10 +257,7 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
                 fp8_form ? base->bytes_fp8(r.expert_counts) : base->bytes_bf16(r.expert_counts),
                 ceil);
           } catch (const Error& e) {
-            w.verify = std::string("FAIL: ") + e.what();
-            cx.any_fail = true;
-            std::fprintf(stderr, "bench: %s %s T=%d %s: %s\n", L.name.c_str(), name, T,
-                         dist.c_str(), w.verify.c_str());
+            mark_failed(w, name, std::string("FAIL: ") + e.what());
             if (cudaDeviceSynchronize() != cudaSuccess) {
               cx.rep.rows.push_back(w);
               throw;
@@ -266,13 +274,8 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
             const double t = time_baseline(name, form);
             if (t > 0 && (*best <= 0 || t < *best)) *best = t;
           } else if (plan.rfind("FAIL", 0) == 0) {
-            Row w = proto;
-            w.backend = name;
-            w.router = "-";
-            w.verify = plan;
-            cx.any_fail = true;
-            std::fprintf(stderr, "bench: %s %s T=%d %s: %s\n", L.name.c_str(), name, T,
-                         dist.c_str(), plan.c_str());
+            Row w = baseline_row(name);
+            mark_failed(w, name, plan);
             cx.rep.rows.push_back(w);
           } else {
             cx.rep.notes.push_back(L.name + " T=" + std::to_string(T) + " " + dist + ": " + name +
