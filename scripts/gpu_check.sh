@@ -16,8 +16,8 @@
 # tests; its table is printed last), MXMOE_GPU_MICRO=1 (also build and run the FP8 wgmma, the
 # decode weight-stream and the chain-floor microbenchmarks: wgmma_depth.txt, decode_streams.txt,
 # chain_floor.txt),
-# MXMOE_GPU_TIMELINE=1 (also a timeline build of the decode kernels and their GEMM1 -> GEMM2
-# chain timeline: timeline.txt), MXMOE_GPU_SKIP_TESTS=1 (short of device time, and only where no
+# MXMOE_GPU_TIMELINE=1 (also a timeline build: the GEMM-only decode chain's and the whole
+# run_moe graph's per-CTA timelines: timeline.txt), MXMOE_GPU_SKIP_TESTS=1 (short of device time, and only where no
 # kernel changed since the GPU tests last passed on a device: build mxmoe alone, run neither the
 # GPU tests nor mxmoe check; the verdict then reads NO TESTS, never PASS), MXMOE_GPU_BINS (a
 # subset of the GoogleTest binaries, space or comma separated: only those are built and run) and
@@ -198,18 +198,24 @@ if [ -n "${MXMOE_GPU_MICRO:-}" ]; then
     fi
   done
 fi
-# Optional (MXMOE_GPU_TIMELINE=1): a second build with the decode kernels' per-CTA timeline
-# (cmake -DMXMOE_DECODE_TIMELINE=ON, build-gpu-tl) and its chain timeline at EP16 T=1/2/4
-# (Sm90DecodeBench.DISABLED_ChainTimeline, bench/NOTES.md D round 21): timeline.txt.
+# Optional (MXMOE_GPU_TIMELINE=1): a second build with the per-CTA timeline of the decode GEMMs,
+# the prologue and the combine (cmake -DMXMOE_DECODE_TIMELINE=ON, build-gpu-tl), its GEMM-only
+# chain timeline at EP16 / TP8xEP4 T=1/2/4 (Sm90DecodeBench.DISABLED_ChainTimeline, bench/NOTES.md
+# D round 21: TIMELINE lines) and the whole run_moe graph's at T=1/2/8
+# (MoeChainBench.DISABLED_ChainTimeline, D round 36: CHAIN lines): timeline.txt.
 if [ -n "${MXMOE_GPU_TIMELINE:-}" ]; then
   TL=$ROOT/build-gpu-tl
   if cmake -S . -B "$TL" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXMOE_ENABLE_CUDA=ON \
        -DMXMOE_DECODE_TIMELINE=ON "${deps[@]}" > "$SIDE/configure_tl.log" 2>&1 &&
-     ninja -C "$TL" -j"$JOBS" test_sm90_decode_gemm > "$LOG/build_tl.log" 2>&1; then
-    "$TL/tests/gpu/test_sm90_decode_gemm" --gtest_also_run_disabled_tests \
-      --gtest_filter='*DISABLED_ChainTimeline*' > "$LOG/timeline.txt" 2>&1
-    tl_rc=$?
-    tl_lines=$(grep -c '^TIMELINE' "$LOG/timeline.txt")
+     ninja -C "$TL" -j"$JOBS" test_sm90_decode_gemm test_gpu_moe_decode_spec \
+       > "$LOG/build_tl.log" 2>&1; then
+    tl_rc=0
+    : > "$LOG/timeline.txt"
+    for tl_bin in test_sm90_decode_gemm test_gpu_moe_decode_spec; do
+      "$TL/tests/gpu/$tl_bin" --gtest_also_run_disabled_tests \
+        --gtest_filter='*DISABLED_ChainTimeline*' >> "$LOG/timeline.txt" 2>&1 || tl_rc=1
+    done
+    tl_lines=$(grep -c '^TIMELINE\|^CHAIN' "$LOG/timeline.txt")
     note "decode timeline: rc $tl_rc ($tl_lines lines, timeline.txt), $(elapsed)"
   else
     note "decode timeline: build FAILED (build-gpu/logs/configure_tl.log, build_tl.log)"
@@ -227,7 +233,8 @@ verdict() {
 }
 echo "gpu_check: $(verdict) in $(elapsed)"
 if [ -n "${MXMOE_GPU_TIMELINE:-}" ]; then
-  echo "---- decode timeline ----"; grep "^TIMELINE" "$LOG/timeline.txt" 2>/dev/null | cut -c1-240
+  echo "---- decode timeline ----"
+  grep "^TIMELINE\|^CHAIN" "$LOG/timeline.txt" 2>/dev/null | cut -c1-240
 fi
 if [ -n "${MXMOE_GPU_BENCH:-}" ]; then
   # From the table's first line to the targets under it (the full table is ~60 rows).

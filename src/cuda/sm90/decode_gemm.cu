@@ -272,14 +272,10 @@ cudaError_t launch_decode_for(const GroupedProblem& g, const KernelArgs& a, int 
 
 #ifdef MXMOE_DECODE_TIMELINE
 cudaError_t decode_timeline_read(std::vector<uint64_t>* out) {
-  out->assign(sizeof(decode::g_decode_timeline) / sizeof(uint64_t), 0);
-  return cudaMemcpyFromSymbol(out->data(), decode::g_decode_timeline,
-                              sizeof(decode::g_decode_timeline));
+  return cta_timeline::read(decode::g_decode_timeline, out);
 }
 cudaError_t decode_timeline_reset(cudaStream_t stream) {
-  void* p = nullptr;
-  const cudaError_t e = cudaGetSymbolAddress(&p, decode::g_decode_timeline);
-  return e != cudaSuccess ? e : cudaMemsetAsync(p, 0, sizeof(decode::g_decode_timeline), stream);
+  return cta_timeline::reset(decode::g_decode_timeline, stream);
 }
 #else
 cudaError_t decode_timeline_read(std::vector<uint64_t>* out) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sm90/grouped_gemm.h"
+#include "smxx/cta_timeline.h"
 
 namespace mxmoe::sm90 {
 
@@ -114,11 +115,10 @@ struct DecodeSpec {
 // launches left them; decode_timeline_reset zeroes them on `stream` (before the launches to read).
 namespace decode {
 constexpr int kTimelineCtas = 2048;  // CTAs recorded per GEMM (blockIdx.x beyond: not recorded)
-// kTlData: thread 0's first stage landed (its first full-barrier wait returned); kTlMath: its
-// last tile's mainloop done (what follows is the split-K reduction and the epilogue).
-enum TimelineEvent : int {
-  kTlStart = 0, kTlWaited = 1, kTlExit = 2, kTlSm = 3, kTlData = 4, kTlMath = 5, kTlFields = 6
-};
+// The record layout (smxx/cta_timeline.h, shared with the glue kernels): kTlData: thread 0's
+// first stage landed (its first full-barrier wait returned); kTlMath: its last tile's mainloop
+// done (what follows is the split-K reduction and the epilogue).
+using namespace ::mxmoe::cta_timeline;  // TimelineEvent, kTl*
 }  // namespace decode
 cudaError_t decode_timeline_read(std::vector<uint64_t>* out);
 cudaError_t decode_timeline_reset(cudaStream_t stream);

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "sm90/decode_gemm.h"  // kTimelineCtas, TimelineEvent: the layout the host reads
+#include "smxx/cta_timeline.h"
 
 namespace mxmoe::sm90::decode {
 
@@ -23,16 +24,8 @@ namespace mxmoe::sm90::decode {
 static __device__ unsigned long long g_decode_timeline[2][kTimelineCtas][kTlFields];
 
 __device__ __forceinline__ void timeline_stamp(bool gemm1, TimelineEvent event) {
-  if (threadIdx.x != 0 || blockIdx.x >= kTimelineCtas) return;
-  unsigned long long* rec = g_decode_timeline[gemm1 ? 0 : 1][blockIdx.x];
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  rec[event] = t;
-  if (event == kTlStart) {
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    rec[kTlSm] = sm;
-  }
+  if (blockIdx.x < kTimelineCtas)
+    cta_timeline::stamp(g_decode_timeline[gemm1 ? 0 : 1][blockIdx.x], event);
 }
 #else
 __device__ __forceinline__ void timeline_stamp(bool, TimelineEvent) {}

@@ -19,6 +19,7 @@
 
 #include "smxx/combine_grid.h"
 #include "smxx/glue.h"
+#include "smxx/glue_timeline.cuh"
 #include "smxx/pdl.cuh"
 
 namespace mxmoe::smxx {
@@ -30,7 +31,10 @@ template <bool kVec>
 __global__ void __launch_bounds__(kWarps * 32)
     combine_kernel(const float* y, int H, const int32_t* pair_pos, int T, int k, float* out,
                    int64_t out_stride, bool skip_single, int chunks) {
+  const unsigned cta = blockIdx.y * gridDim.x + blockIdx.x;  // (the timeline's numbering)
+  glue_stamp(cta, cta_timeline::kTlStart);  // (empty outside MXMOE_DECODE_TIMELINE builds)
   pdl::wait();
+  glue_stamp(cta, cta_timeline::kTlWaited);
   pdl::launch_dependents();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int slice0 = blockIdx.y * chunks * kSlice;  // this CTA's first column
@@ -72,9 +76,15 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
   }
+  glue_stamp(cta, cta_timeline::kTlExit);  // thread 0's tokens done
 }
 
 }  // namespace
+
+cudaError_t combine_timeline_read(std::vector<uint64_t>* out) {
+  return glue_timeline_read_tu(out);
+}
+cudaError_t combine_timeline_reset(cudaStream_t stream) { return glue_timeline_reset_tu(stream); }
 
 cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T, int k,
                            float* out, int64_t out_stride, bool skip_single, cudaStream_t stream) {

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "mxmoe/common.h"  // MXMOE_HD
 
@@ -155,5 +156,16 @@ struct PrologueArgs {
   int chunks = 0, route_warps = 0;
 };
 cudaError_t launch_prologue(const PrologueArgs& a, const PrologueShape& s, cudaStream_t stream);
+
+// ---- diagnostics: MXMOE_DECODE_TIMELINE builds only (else cudaErrorNotSupported) ----
+// The prologue's and the combine's per-CTA stamps on the decode GEMMs' clock (smxx/cta_timeline.h:
+// entry, wait done, exit, SM id), out = [CTA][kTlFields] for their first kGlueTimelineCtas CTAs
+// (the combine's CTAs numbered blockIdx.y * gridDim.x + blockIdx.x), as the last launches left
+// them; *_reset zeroes them on `stream` (before the launches to read).
+constexpr int kGlueTimelineCtas = 256;
+cudaError_t prologue_timeline_read(std::vector<uint64_t>* out);
+cudaError_t prologue_timeline_reset(cudaStream_t stream);
+cudaError_t combine_timeline_read(std::vector<uint64_t>* out);
+cudaError_t combine_timeline_reset(cudaStream_t stream);
 
 }  // namespace mxmoe::smxx

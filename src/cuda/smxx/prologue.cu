@@ -28,6 +28,7 @@
 #include "smxx/cta_scan.cuh"
 #include "smxx/env_knob.h"
 #include "smxx/glue.h"
+#include "smxx/glue_timeline.cuh"
 #include "smxx/group_pairs.cuh"
 #include "smxx/pdl.cuh"
 #include "smxx/quantize_row.cuh"
@@ -64,7 +65,9 @@ template <bool kF32, bool kVec>
 __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   extern __shared__ uint32_t smem[];
   __shared__ int32_t warp_sums[kWarps];
+  glue_stamp(blockIdx.x, cta_timeline::kTlStart);  // (empty outside MXMOE_DECODE_TIMELINE builds)
   pdl::wait();
+  glue_stamp(blockIdx.x, cta_timeline::kTlWaited);
   pdl::launch_dependents();
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
@@ -72,6 +75,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
     for (int r = blockIdx.x - 1; r < a.T; r += gridDim.x - 1)
       quantize_row<kF32, kVec>(a.x, static_cast<size_t>(r) * static_cast<size_t>(a.x_stride), a.H,
                                a.mxfp8, a.xq + static_cast<size_t>(r) * a.H, tid, kThreads);
+    glue_stamp(blockIdx.x, cta_timeline::kTlExit);  // thread 0's rows done
     return;
   }
 
@@ -158,9 +162,15 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
       }
     }
   }
+  glue_stamp(0, cta_timeline::kTlExit);  // thread 0 (warp 0: a scatter warp) done
 }
 
 }  // namespace
+
+cudaError_t prologue_timeline_read(std::vector<uint64_t>* out) {
+  return glue_timeline_read_tu(out);
+}
+cudaError_t prologue_timeline_reset(cudaStream_t stream) { return glue_timeline_reset_tu(stream); }
 
 PrologueShape prologue_plan(int T, int k, int num_experts_total, int expert_count, bool routing) {
   PrologueShape s;
