@@ -10,8 +10,10 @@
 // the stamps of 9 more, each in us from the chain's first stamped entry: per kernel, the min /
 // median / max over its CTAs, and of each of those the median over the 9 replays. The token
 // rows are drawn until the local pairs are the expected count (EP16 1 per token, TP8xEP4 4), so
-// T = 1 is the bench's typical step. Checks: every kernel of the chain stamped, and the timed
-// replays' output equal bit for bit to an eager run's.
+// T = 1 is the bench's typical step. Each case under four MXMOE_DECODE_SPEC modes (kSpecs), the
+// prologue's CTA 0 also with its two phases (ids counted: data, offsets written: math).
+// Checks: every kernel of the chain stamped, and the timed replays' output equal bit for bit to
+// an eager run's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,6 +35,13 @@ using namespace cta_timeline;  // kTl*
 constexpr int kH = 3584, kK = 16, kE = 896;
 constexpr int kReplays = 9;
 constexpr size_t kFlushBytes = 256u << 20;
+// MXMOE_DECODE_SPEC modes (sm90/decode_gemm.h): the rule; none; the rule's pair (tiles from the
+// ids, early trigger) with GEMM1's first weights before its wait; the pair with GEMM1 on its own
+// inputs (its wait moved to its exit).
+constexpr int kSpecs[] = {
+    sm90::kDecodeSpecDefault, sm90::kDecodeSpecOff,
+    sm90::kDecodeSpecTiles | sm90::kDecodeSpecPreload | sm90::kDecodeSpecEarlyGemm2,
+    sm90::kDecodeSpecTiles | sm90::kDecodeSpecEarlyGemm2 | sm90::kDecodeSpecOwnInputs};
 
 // One kernel's records: [CTA][kTlFields] for ctas CTAs, from first_cta on.
 struct KernelRecords {
@@ -100,6 +109,7 @@ TEST(MoeChainBench, DISABLED_ChainTimeline) {
     const char* name;
     int I, start, count, per_token;
   };
+  const int saved_spec = sm90::decode_spec();
   DevBuf<uint8_t> flush(kFlushBytes);
   ASSERT_TRUE(flush.ok());
   cudaStream_t st = nullptr;
@@ -107,105 +117,111 @@ TEST(MoeChainBench, DISABLED_ChainTimeline) {
   for (const Layout& l : {Layout{"EP16", 3072, 112, 56, 1}, Layout{"TP8xEP4", 384, 448, 224, 4}}) {
     auto g = make_gpu_layer(kE, kH, l.I, kK, l.start, l.count, 901);
     ASSERT_TRUE(g);
-    for (int T : {1, 2, 8}) {
-      int local = 0;
-      const CaseInputs in = typical_inputs(*g->syn, T, l.per_token, 7 + T, &local);
-      DevBuf<uint16_t> x(in.x_bits);
-      DevBuf<int32_t> ids(in.ids);
-      DevBuf<float> w(in.weights), out(static_cast<size_t>(T) * kH);
-      DevBuf<char> ws(workspace_bytes(g->w, T, kK));
-      ASSERT_TRUE(x.ok() && ids.ok() && w.ok() && out.ok() && ws.ok());
-      MoeRunParams p;
-      p.num_tokens = T;
-      p.top_k = kK;
-      p.backend = Backend::kW4A16;
-      p.hidden = x.get();
-      p.topk_ids = ids.get();
-      p.topk_weights = w.get();
-      p.out = out.get();
-      p.workspace = ws.get();
-      p.workspace_size = ws.size();
-      p.max_tokens = T;
-      auto enqueue = [&](cudaStream_t s) {
-        const Status r = run_moe(g->w, p, s);
-        return r.ok() ? cudaSuccess : cudaErrorUnknown;
-      };
-      std::vector<float> eager, replayed;
-      CUDA_OK(enqueue(st));
-      CUDA_OK(cudaStreamSynchronize(st));
-      CUDA_OK(out.download(&eager));
-      const float med = median_graph_us(enqueue, st, flush.get(), kFlushBytes, 3, 15);
-      ASSERT_GT(med, 0.0f);
-
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      const cudaError_t captured = enqueue(st);
-      CUDA_OK(cudaStreamEndCapture(st, &graph));
-      CUDA_OK(captured);
-      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-      // [replay][kernel][event][min, median, max]
-      const char* names[] = {"prologue (group)", "prologue (rows)", "GEMM1", "GEMM2", "combine"};
-      std::vector<KernelSpan> spans[5];
-      for (int rep = 0; rep < kReplays; ++rep) {
-        CUDA_OK(cudaMemsetAsync(flush.get(), rep & 1, kFlushBytes, st));
-        CUDA_OK(sm90::decode_timeline_reset(st));
-        CUDA_OK(smxx::prologue_timeline_reset(st));
-        CUDA_OK(smxx::combine_timeline_reset(st));
-        CUDA_OK(cudaGraphLaunch(exec, st));
+    for (int T : {1, 2, 8})
+      for (int spec : kSpecs) {
+        int local = 0;
+        const CaseInputs in = typical_inputs(*g->syn, T, l.per_token, 7 + T, &local);
+        DevBuf<uint16_t> x(in.x_bits);
+        DevBuf<int32_t> ids(in.ids);
+        DevBuf<float> w(in.weights), out(static_cast<size_t>(T) * kH);
+        DevBuf<char> ws(workspace_bytes(g->w, T, kK));
+        ASSERT_TRUE(x.ok() && ids.ok() && w.ok() && out.ok() && ws.ok());
+        MoeRunParams p;
+        p.num_tokens = T;
+        p.top_k = kK;
+        p.backend = Backend::kW4A16;
+        p.hidden = x.get();
+        p.topk_ids = ids.get();
+        p.topk_weights = w.get();
+        p.out = out.get();
+        p.workspace = ws.get();
+        p.workspace_size = ws.size();
+        p.max_tokens = T;
+        sm90::decode_set_spec(spec);  // (graph capture fixes the launches it picks)
+        auto enqueue = [&](cudaStream_t s) {
+          const Status r = run_moe(g->w, p, s);
+          return r.ok() ? cudaSuccess : cudaErrorUnknown;
+        };
+        std::vector<float> eager, replayed;
+        CUDA_OK(enqueue(st));
         CUDA_OK(cudaStreamSynchronize(st));
-        CUDA_OK(sm90::decode_timeline_read(&gemms));
-        CUDA_OK(smxx::prologue_timeline_read(&prologue));
-        CUDA_OK(smxx::combine_timeline_read(&combine));
-        const int per_gemm = sm90::decode::kTimelineCtas;
-        const KernelRecords kernels[5] = {{names[0], &prologue, 0, 1},
-                                          {names[1], &prologue, 1, smxx::kGlueTimelineCtas - 1},
-                                          {names[2], &gemms, 0, per_gemm},
-                                          {names[3], &gemms, per_gemm, per_gemm},
-                                          {names[4], &combine, 0, smxx::kGlueTimelineCtas}};
-        uint64_t t0 = ~0ull;
-        for (const KernelRecords& k : kernels)
-          for (int c = k.first_cta; c < k.first_cta + k.ctas; ++c) {
-            const uint64_t v = (*k.rec)[static_cast<size_t>(c) * kTlFields + kTlStart];
-            if (v != 0) t0 = std::min(t0, v);
-          }
-        for (int k = 0; k < 5; ++k) {
-          spans[k].push_back(span_of(kernels[k], t0));
-          EXPECT_GT(spans[k].back().ctas, 0) << l.name << " T=" << T << ": " << names[k]
-                                             << " stamped no CTA";
-        }
-      }
-      CUDA_OK(out.download(&replayed));
-      EXPECT_EQ(0, std::memcmp(replayed.data(), eager.data(), eager.size() * 4))
-          << l.name << " T=" << T << ": the replays' output differs from the eager run's";
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
+        CUDA_OK(out.download(&eager));
+        const float med = median_graph_us(enqueue, st, flush.get(), kFlushBytes, 3, 15);
+        ASSERT_GT(med, 0.0f);
 
-      std::printf("CHAIN %s T=%d w4a16 (%d local pairs): graph median %.1f us (flushed, 15); "
-                  "stamps in us from the first entry, min/med/max over CTAs, median of %d "
-                  "replays\n", l.name, T, local, med, kReplays);
-      for (int k = 0; k < 5; ++k) {
-        std::string line;
-        char b[96];
-        std::vector<double> ctas;
-        for (const KernelSpan& s : spans[k]) ctas.push_back(s.ctas);
-        std::snprintf(b, sizeof(b), "CHAIN   %-16s ctas %4.0f", names[k], median(ctas));
-        line = b;
-        for (int e = 0; e < kNumEvents; ++e) {
-          double m[3];
-          for (int q = 0; q < 3; ++q) {
-            std::vector<double> v;
-            for (const KernelSpan& s : spans[k]) v.push_back(s.v[e][q]);
-            m[q] = median(v);
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        const cudaError_t captured = enqueue(st);
+        CUDA_OK(cudaStreamEndCapture(st, &graph));
+        CUDA_OK(captured);
+        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+        // [replay][kernel][event][min, median, max]
+        const char* names[] = {"prologue (group)", "prologue (rows)", "GEMM1", "GEMM2", "combine"};
+        std::vector<KernelSpan> spans[5];
+        for (int rep = 0; rep < kReplays; ++rep) {
+          CUDA_OK(cudaMemsetAsync(flush.get(), rep & 1, kFlushBytes, st));
+          CUDA_OK(sm90::decode_timeline_reset(st));
+          CUDA_OK(smxx::prologue_timeline_reset(st));
+          CUDA_OK(smxx::combine_timeline_reset(st));
+          CUDA_OK(cudaGraphLaunch(exec, st));
+          CUDA_OK(cudaStreamSynchronize(st));
+          CUDA_OK(sm90::decode_timeline_read(&gemms));
+          CUDA_OK(smxx::prologue_timeline_read(&prologue));
+          CUDA_OK(smxx::combine_timeline_read(&combine));
+          const int per_gemm = sm90::decode::kTimelineCtas;
+          const KernelRecords kernels[5] = {{names[0], &prologue, 0, 1},
+                                            {names[1], &prologue, 1, smxx::kGlueTimelineCtas - 1},
+                                            {names[2], &gemms, 0, per_gemm},
+                                            {names[3], &gemms, per_gemm, per_gemm},
+                                            {names[4], &combine, 0, smxx::kGlueTimelineCtas}};
+          uint64_t t0 = ~0ull;
+          for (const KernelRecords& k : kernels)
+            for (int c = k.first_cta; c < k.first_cta + k.ctas; ++c) {
+              const uint64_t v = (*k.rec)[static_cast<size_t>(c) * kTlFields + kTlStart];
+              if (v != 0) t0 = std::min(t0, v);
+            }
+          for (int k = 0; k < 5; ++k) {
+            spans[k].push_back(span_of(kernels[k], t0));
+            EXPECT_GT(spans[k].back().ctas, 0)
+                << l.name << " T=" << T << ": " << names[k] << " stamped no CTA";
           }
-          if (m[1] < 0) continue;
-          std::snprintf(b, sizeof(b), " | %s %5.2f/%5.2f/%5.2f", kEventNames[e], m[0], m[1], m[2]);
-          line += b;
         }
-        std::printf("%s\n", line.c_str());
+        CUDA_OK(out.download(&replayed));
+        EXPECT_EQ(0, std::memcmp(replayed.data(), eager.data(), eager.size() * 4))
+            << l.name << " T=" << T << ": the replays' output differs from the eager run's";
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+
+        std::printf(
+            "CHAIN %s T=%d w4a16 spec %d (%d local pairs): graph median %.1f us (flushed, "
+            "15); stamps in us from the first entry, min/med/max over CTAs, median of %d "
+            "replays\n",
+            l.name, T, spec, local, med, kReplays);
+        for (int k = 0; k < 5; ++k) {
+          std::string line;
+          char b[96];
+          std::vector<double> ctas;
+          for (const KernelSpan& s : spans[k]) ctas.push_back(s.ctas);
+          std::snprintf(b, sizeof(b), "CHAIN   %-16s ctas %4.0f", names[k], median(ctas));
+          line = b;
+          for (int e = 0; e < kNumEvents; ++e) {
+            double m[3];
+            for (int q = 0; q < 3; ++q) {
+              std::vector<double> v;
+              for (const KernelSpan& s : spans[k]) v.push_back(s.v[e][q]);
+              m[q] = median(v);
+            }
+            if (m[1] < 0) continue;
+            std::snprintf(b, sizeof(b), " | %s %5.2f/%5.2f/%5.2f", kEventNames[e], m[0], m[1],
+                          m[2]);
+            line += b;
+          }
+          std::printf("%s\n", line.c_str());
+        }
       }
-    }
   }
+  sm90::decode_set_spec(saved_spec);
   CUDA_OK(cudaStreamDestroy(st));
 }
 

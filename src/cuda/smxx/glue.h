@@ -159,7 +159,8 @@ cudaError_t launch_prologue(const PrologueArgs& a, const PrologueShape& s, cudaS
 
 // ---- diagnostics: MXMOE_DECODE_TIMELINE builds only (else cudaErrorNotSupported) ----
 // The prologue's and the combine's per-CTA stamps on the decode GEMMs' clock (smxx/cta_timeline.h:
-// entry, wait done, exit, SM id), out = [CTA][kTlFields] for their first kGlueTimelineCtas CTAs
+// entry, wait done, exit, SM id; the prologue's CTA 0 also kTlData when the ids are counted and
+// kTlMath when the offsets are written), out = [CTA][kTlFields] for their first kGlueTimelineCtas CTAs
 // (the combine's CTAs numbered blockIdx.y * gridDim.x + blockIdx.x), as the last launches left
 // them; *_reset zeroes them on `stream` (before the launches to read).
 constexpr int kGlueTimelineCtas = 256;

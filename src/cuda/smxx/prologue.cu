@@ -115,6 +115,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
       if (le >= 0) atomicAdd(&cnt[warp * El + le], 1);  // integer: order-independent
     }
   __syncthreads();
+  glue_stamp(0, cta_timeline::kTlData);  // timeline: the ids read and counted
   // Per expert: exclusive scan down the chunks; the total to off[e + 1] for now.
   for (int e = tid; e < El; e += kThreads) {
     int32_t run = 0;
@@ -138,6 +139,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   // ep16 T=1 +1.5 us end to end, bench/NOTES.md G round 11.)
   for (int i = tid; i < a.chunks * El; i += kThreads) cnt[i] += off[i % El];
   __syncthreads();
+  glue_stamp(0, cta_timeline::kTlMath);  // timeline: the offsets written, the scatter next
 
   // ---- grouping: stable scatter, one warp per chunk, 32 pairs at a time in pair order ----
   if (warp < a.chunks) {
