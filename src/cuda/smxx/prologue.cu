@@ -80,6 +80,18 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   }
 
   const int El = a.expert_count, k = a.k, P = a.T * a.k;
+  // Chunks of a multiple of 32 pairs: with k dividing 32, no token straddles a 32-pair window of
+  // the scatter below (group_pairs.cuh); the stable order does not depend on the chunking.
+  const int S = (P + 32 * a.chunks - 1) / (32 * a.chunks) * 32;
+  const int c_begin = warp * S, c_end = min(P, c_begin + S);
+  // The caller's id and routing weight of this lane's first pair, requested before anything
+  // else: their DRAM round trip runs under the SiTU fill and the counters' zeroing, and the
+  // scatter's weight needs no second one (bench/NOTES.md D round 37). (Routed ids are this
+  // CTA's own output: read after the routing.)
+  const int i_first = c_begin + lane;
+  const bool early = a.logits == nullptr && warp < a.chunks && i_first < c_end;
+  const int32_t id_first = early ? a.ids[i_first] : -1;
+  const float w_first = early ? a.weights[i_first] : 0.0f;
   // ---- SiTU parameters ----
   fill_situ(a.situ, a.expert_start, El, tid, kThreads);
 
@@ -105,13 +117,9 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   int32_t* off = cnt + a.chunks * El;               // [El + 1]
   for (int i = tid; i < a.chunks * El; i += kThreads) cnt[i] = 0;
   __syncthreads();
-  // Chunks of a multiple of 32 pairs: with k dividing 32, no token straddles a 32-pair window of
-  // the scatter below (group_pairs.cuh); the stable order does not depend on the chunking.
-  const int S = (P + 32 * a.chunks - 1) / (32 * a.chunks) * 32;
-  const int c_begin = warp * S, c_end = min(P, c_begin + S);
   if (warp < a.chunks)
     for (int i = c_begin + lane; i < c_end; i += 32) {
-      const int le = local_expert(ids[i], a.expert_start, El);
+      const int le = local_expert(early && i == i_first ? id_first : ids[i], a.expert_start, El);
       if (le >= 0) atomicAdd(&cnt[warp * El + le], 1);  // integer: order-independent
     }
   __syncthreads();
@@ -146,7 +154,9 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
     int32_t* next = cnt + warp * El;
     for (int i0 = c_begin; i0 < c_end; i0 += 32) {
       const int i = i0 + lane;
-      const int le = i < c_end ? local_expert(ids[i], a.expert_start, El) : -2;
+      const int le =
+          i < c_end ? local_expert(early && i == i_first ? id_first : ids[i], a.expert_start, El)
+                    : -2;
       const unsigned same = __match_any_sync(~0u, le);
       const unsigned owned = __ballot_sync(~0u, le >= 0);
       const int pos = stable_row_step(le, same, lane, next);
@@ -154,7 +164,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
         a.pair_pos[i] = pos;
         if (pos >= 0) {
           a.x_row[pos] = i / k;
-          a.row_weight[pos] = weights[i];
+          a.row_weight[pos] = early && i == i_first ? w_first : weights[i];
         }
       }
       if (a.out_token) {
