@@ -22,8 +22,8 @@
 # mxmoe alone, run neither the GPU tests nor mxmoe check; the verdict then reads NO TESTS, never
 # PASS), MXMOE_GPU_BINS (a subset of the GoogleTest binaries, space or comma separated: only
 # those are built and run) and MXMOE_GPU_FILTER (a --gtest_filter for every binary run): a
-# subset in seconds, where ctest's one process per case (MXMOE_GPU_TESTS) took 275 s for 416 decode / MoE cases; the summary line
-# names the subset, so it never reads as the whole suite.
+# subset in seconds, where ctest's one process per case (MXMOE_GPU_TESTS) took 275 s for 416
+# decode / MoE cases; the summary line names the subset, so it never reads as the whole suite.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
