@@ -21,11 +21,10 @@ namespace mxmoe::sm90::decode {
 #ifdef MXMOE_DECODE_TIMELINE
 // One per translation unit (no separate compilation): decode_gemm.cu, which launches the kernels,
 // reads its own.
-static __device__ unsigned long long g_decode_timeline[2][kTimelineCtas][kTlFields];
+static __device__ cta_timeline::Records<kTimelineCtas> g_decode_timeline[2];
 
 __device__ __forceinline__ void timeline_stamp(bool gemm1, TimelineEvent event) {
-  if (blockIdx.x < kTimelineCtas)
-    cta_timeline::stamp(g_decode_timeline[gemm1 ? 0 : 1][blockIdx.x], event);
+  cta_timeline::stamp(g_decode_timeline[gemm1 ? 0 : 1], blockIdx.x, event);
 }
 #else
 __device__ __forceinline__ void timeline_stamp(bool, TimelineEvent) {}

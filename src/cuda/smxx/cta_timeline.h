@@ -30,6 +30,7 @@ enum TimelineEvent : int {
 namespace mxmoe::cta_timeline {
 
 // Thread 0 of the calling CTA writes the time of `event` into rec (and its SM id at kTlStart).
+// (Kernels stamp through their Records, below.)
 __device__ __forceinline__ void stamp(unsigned long long* rec, TimelineEvent event) {
   if (threadIdx.x != 0) return;
   unsigned long long t;
@@ -53,7 +54,7 @@ __device__ __forceinline__ void stamp(Records<kCtas>& records, unsigned cta, Tim
 }
 
 // Host side, called from the translation unit that defines `records` (its host shadow names
-// the device array there).
+// the device variable there: one Records, or an array of them).
 template <class Records>
 cudaError_t read(const Records& records, std::vector<uint64_t>* out) {
   out->assign(sizeof(Records) / sizeof(uint64_t), 0);
