@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "cta_timeline_stats.h"
 #include "moe_harness.h"
 #include "sm90/decode_gemm.h"
 #include "smxx/cta_timeline.h"
@@ -50,42 +51,6 @@ constexpr ChainRun kRuns[] = {
     {sm90::kDecodeSpecTiles | sm90::kDecodeSpecPreload | sm90::kDecodeSpecEarlyGemm2, true},
     {sm90::kDecodeSpecTiles | sm90::kDecodeSpecEarlyGemm2 | sm90::kDecodeSpecOwnInputs, true},
     {sm90::kDecodeSpecDefault, false}};
-
-// One kernel's records: [CTA][kTlFields] for ctas CTAs, from first_cta on.
-struct KernelRecords {
-  const char* name;
-  const std::vector<uint64_t>* rec;
-  int first_cta, ctas;
-};
-
-// The events printed, in the order they happen (data and math: the decode GEMMs only).
-constexpr TimelineEvent kEvents[] = {kTlStart, kTlWaited, kTlData, kTlMath, kTlExit};
-constexpr const char* kEventNames[] = {"entry", "waited", "data", "math", "exit"};
-constexpr int kNumEvents = 5;
-
-// min / median / max over one kernel's stamped CTAs of each event, in us from t0 (-1: none).
-struct KernelSpan {
-  int ctas = 0;
-  double v[kNumEvents][3];
-};
-KernelSpan span_of(const KernelRecords& k, uint64_t t0) {
-  KernelSpan s;
-  std::vector<double> f[kNumEvents];
-  for (int c = k.first_cta; c < k.first_cta + k.ctas; ++c) {
-    const uint64_t* r = &(*k.rec)[static_cast<size_t>(c) * kTlFields];
-    if (r[kTlStart] == 0) continue;
-    ++s.ctas;
-    for (int e = 0; e < kNumEvents; ++e)
-      if (r[kEvents[e]] != 0) f[e].push_back((static_cast<double>(r[kEvents[e]]) - t0) * 1e-3);
-  }
-  for (int e = 0; e < kNumEvents; ++e) {
-    std::sort(f[e].begin(), f[e].end());
-    s.v[e][0] = f[e].empty() ? -1 : f[e].front();
-    s.v[e][1] = f[e].empty() ? -1 : f[e][f[e].size() / 2];
-    s.v[e][2] = f[e].empty() ? -1 : f[e].back();
-  }
-  return s;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -214,7 +179,7 @@ TEST(MoeChainBench, DISABLED_ChainTimeline) {
           for (const KernelSpan& s : spans[k]) ctas.push_back(s.ctas);
           std::snprintf(b, sizeof(b), "CHAIN   %-16s ctas %4.0f", names[k], median(ctas));
           line = b;
-          for (int e = 0; e < kNumEvents; ++e) {
+          for (int e = 0; e < kNumTimelineEvents; ++e) {
             double m[3];
             for (int q = 0; q < 3; ++q) {
               std::vector<double> v;
@@ -222,8 +187,8 @@ TEST(MoeChainBench, DISABLED_ChainTimeline) {
               m[q] = median(v);
             }
             if (m[1] < 0) continue;
-            std::snprintf(b, sizeof(b), " | %s %5.2f/%5.2f/%5.2f", kEventNames[e], m[0], m[1],
-                          m[2]);
+            std::snprintf(b, sizeof(b), " | %s %5.2f/%5.2f/%5.2f", kTimelineEventNames[e], m[0],
+                          m[1], m[2]);
             line += b;
           }
           std::printf("%s\n", line.c_str());

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "cta_timeline_stats.h"
 #include "sm90/decode_gemm.h"
 #include "sm90/grouped_gemm.h"
 #include "sm90_gemm_check.h"
@@ -450,7 +451,6 @@ TEST(Sm90DecodeBench, DISABLED_KimiShapes) {
 // ids): the chain's median time over 15 runs, then the stamps of one more run after an L2
 // flush, in us from GEMM1's first entry: entry, wait done, first stage landed, last mainloop
 // done, exit (min / median / max over the CTAs).
-double tl_us(uint64_t t, uint64_t t0) { return (static_cast<double>(t) - t0) * 1e-3; }
 void print_timeline(const char* tag, const std::vector<uint64_t>& tl) {
   using decode::kTimelineCtas;
   using decode::kTlFields;
@@ -467,21 +467,15 @@ void print_timeline(const char* tag, const std::vector<uint64_t>& tl) {
   std::vector<uint64_t> all;
   uint64_t g1_last_exit = 0;
   std::vector<int> g1_sms;
-  // Stamps in the order they happen; data and math are absent (0) for a CTA with no tile.
-  const int kEvents[5] = {decode::kTlStart, decode::kTlWaited, decode::kTlData, decode::kTlMath,
-                          decode::kTlExit};
   for (int g = 0; g < 2; ++g) {
-    std::vector<double> f[5];
+    // Data and math are absent (0) for a CTA with no tile; span_of leaves them out.
+    const test::KernelSpan sp = test::span_of({"", &tl, g * kTimelineCtas, kTimelineCtas}, t0);
     std::vector<int> sms;
     int before_g1_exit = 0, on_g1_sm = 0;
     for (int c = 0; c < kTimelineCtas; ++c) {
       if (at(g, c, decode::kTlStart) == 0) continue;
-      for (int e = 0; e < 5; ++e) {
-        const uint64_t v = at(g, c, kEvents[e]);
-        if (v == 0) continue;
-        f[e].push_back(tl_us(v, t0));
-        all.push_back(v);
-      }
+      for (const auto e : test::kTimelineEvents)
+        if (at(g, c, e) != 0) all.push_back(at(g, c, e));
       const int sm = static_cast<int>(at(g, c, decode::kTlSm));
       sms.push_back(sm);
       if (g == 0) g1_last_exit = std::max(g1_last_exit, at(0, c, decode::kTlExit));
@@ -491,18 +485,17 @@ void print_timeline(const char* tag, const std::vector<uint64_t>& tl) {
       }
     }
     if (g == 0) g1_sms = sms;
-    for (auto& v : f) std::sort(v.begin(), v.end());
     std::sort(sms.begin(), sms.end());
     const int distinct = static_cast<int>(std::unique(sms.begin(), sms.end()) - sms.begin());
-    auto span = [](const std::vector<double>& v) {
+    auto span = [&](int e) {
       char b[64];
-      if (v.empty()) return std::string("-");
-      std::snprintf(b, sizeof(b), "%6.2f/%6.2f/%6.2f", v.front(), v[v.size() / 2], v.back());
+      if (sp.v[e][1] < 0) return std::string("-");
+      std::snprintf(b, sizeof(b), "%6.2f/%6.2f/%6.2f", sp.v[e][0], sp.v[e][1], sp.v[e][2]);
       return std::string(b);
     };
-    std::printf("TIMELINE %s GEMM%d ctas %4zu sms %3d | entry %s | waited %s | data %s | math %s "
-                "| exit %s", tag, g + 1, f[0].size(), distinct, span(f[0]).c_str(),
-                span(f[1]).c_str(), span(f[2]).c_str(), span(f[3]).c_str(), span(f[4]).c_str());
+    std::printf("TIMELINE %s GEMM%d ctas %4d sms %3d | entry %s | waited %s | data %s | math %s "
+                "| exit %s", tag, g + 1, sp.ctas, distinct, span(0).c_str(), span(1).c_str(),
+                span(2).c_str(), span(3).c_str(), span(4).c_str());
     if (g == 1)
       std::printf(" | entered before GEMM1's last exit %d, on a GEMM1 SM %d", before_g1_exit,
                   on_g1_sm);
