@@ -220,7 +220,10 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
     // Both GEMMs see the same H x I per expert (GEMM1 M = 2 I, K = H; GEMM2 M = H, K = I) and
     // the same rows hint, so both launches reach the same verdict.
     const int64_t H = kGemm1 ? a.K : a.M, I = kGemm1 ? a.M / 2 : a.K;
-    mode = decode_spec_small(a.num_experts, choice_rows(g), H, I)
+    const int rows = choice_rows(g);
+    mode = g.gemm1_own_offered && decode_spec_own(rows, g.route_pairs)
+               ? kDecodeSpecTiles | kDecodeSpecEarlyGemm2 | kDecodeSpecOwnInputs
+           : decode_spec_small(a.num_experts, rows, H, I)
                ? kDecodeSpecTiles | kDecodeSpecEarlyGemm2
                : kDecodeSpecOff;
   }
@@ -298,6 +301,11 @@ int decode_spec() { return g_spec.load(std::memory_order_relaxed); }
 bool decode_spec_small(int num_experts, int rows, int64_t H, int64_t I) {
   const int64_t experts = std::max(1, std::min(num_experts, rows));
   return experts * H * I / 2 <= kDecodeSpecSmallBytes;
+}
+
+bool decode_spec_own(int rows, int pairs) {
+  return rows >= kDecodeOwnMinRows && rows <= kDecodeOwnMaxRows && pairs >= 1 &&
+         pairs <= kDecodeOwnMaxPairs;
 }
 
 int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]) {
