@@ -306,7 +306,7 @@ bool decode_spec_small(int num_experts, int rows, int64_t H, int64_t I) {
 }
 
 bool decode_spec_own(int rows, int pairs) {
-  return rows >= kDecodeOwnMinRows && rows <= kDecodeOwnMaxRows && pairs >= 1 &&
+  return rows >= kDecodeOwnMinRows && rows <= kDecodeOwnMaxRows && pairs >= kDecodeOwnMinPairs &&
          pairs <= kDecodeOwnMaxPairs;
 }
 
