@@ -190,7 +190,7 @@ TEST(MoeDecodeSpec, GraphReplayReadsEachReplaysIds) {
   for (int mode :
        {sm90::kDecodeSpecAll, kModes[kNumModes - 2], kModes[3], sm90::kDecodeSpecSmall}) {
     for (Backend backend : {Backend::kW4A16, Backend::kW4A8}) {
-      for (int T : {1, 3}) {
+      for (int T : {1, 3, 12}) {  // (T=12: the rule's own-inputs window, 12 rows of 48 ids)
         MoeRun run(*g, T, backend);
         CUDA_OK(run.load(make_inputs(*g->syn, T, Routing::kLocalHeavy, 1)));
         cudaStream_t st;

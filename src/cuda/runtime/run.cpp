@@ -317,6 +317,7 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
       g1.own.beta = p.beta;
       g1.own.per_expert_linear_beta = p.per_expert_linear_beta;
       g1.own.linear_beta = p.linear_beta;
+      gp.gemm1_own_offered = true;
     }
     g1.g = gp;
     sm90::CountedGemm1 counted;

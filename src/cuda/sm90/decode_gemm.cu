@@ -43,9 +43,10 @@ int valid_spec(int m) {
 std::atomic<int> g_spec{valid_spec(smxx::env_int("MXMOE_DECODE_SPEC", kDecodeSpecDefault))};
 
 // MXMOE_DECODE_TRACE (set: on): each decode launch's choices to stderr when they differ from
-// the previous launch of the same GEMM, to see which kernels a benchmark or a chain runs.
+// the previous launch of the same GEMM, to see which kernels a benchmark or a chain runs (spec:
+// 0 none, 1 the ids, 2 the ids and GEMM1's own inputs).
 const bool g_trace = std::getenv("MXMOE_DECODE_TRACE") != nullptr;
-void trace_launch(bool gemm1, bool bulk, bool spec, int trigger, int S, int tiles, int experts,
+void trace_launch(bool gemm1, bool bulk, int spec, int trigger, int S, int tiles, int experts,
                   int M, int K, int64_t clusters) {
   static std::mutex mu;
   static int64_t last[2][9];
@@ -56,7 +57,7 @@ void trace_launch(bool gemm1, bool bulk, bool spec, int trigger, int S, int tile
   std::fprintf(stderr,
                "decode trace: GEMM%d %s spec %d trigger %d split %d tiles %d experts %d M %d K %d "
                "clusters %lld\n",
-               gemm1 ? 1 : 2, bulk ? "bulk" : "register", spec ? 1 : 0, trigger, S, tiles,
+               gemm1 ? 1 : 2, bulk ? "bulk" : "register", spec, trigger, S, tiles,
                experts, M, K, static_cast<long long>(clusters));
 }
 
@@ -167,7 +168,8 @@ cudaError_t launch_split(const KernelArgs& a, const DecodeSpec& spec, int64_t ti
   const int64_t fit = S == 1 ? slots : max_clusters > 0 ? max_clusters : slots * 3 / (4 * S);
   const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(fit, tile_bound));
   if (g_trace) {
-    trace_launch(kGemm1, kBulk, kSpec, spec.trigger, S, static_cast<int>(tile_bound),
+    const int spec_kind = kSpec ? (spec.own.x != nullptr ? 2 : 1) : 0;
+    trace_launch(kGemm1, kBulk, spec_kind, spec.trigger, S, static_cast<int>(tile_bound),
                  a.num_experts, a.M, a.K, clusters);
   }
   const dim3 grid(static_cast<unsigned>(clusters * S));
@@ -220,7 +222,10 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
     // Both GEMMs see the same H x I per expert (GEMM1 M = 2 I, K = H; GEMM2 M = H, K = I) and
     // the same rows hint, so both launches reach the same verdict.
     const int64_t H = kGemm1 ? a.K : a.M, I = kGemm1 ? a.M / 2 : a.K;
-    mode = decode_spec_small(a.num_experts, choice_rows(g), H, I)
+    const int rows = choice_rows(g);
+    mode = g.gemm1_own_offered && decode_spec_own(rows, g.route_pairs)
+               ? kDecodeSpecTiles | kDecodeSpecEarlyGemm2 | kDecodeSpecOwnInputs
+           : decode_spec_small(a.num_experts, rows, H, I)
                ? kDecodeSpecTiles | kDecodeSpecEarlyGemm2
                : kDecodeSpecOff;
   }
@@ -298,6 +303,11 @@ int decode_spec() { return g_spec.load(std::memory_order_relaxed); }
 bool decode_spec_small(int num_experts, int rows, int64_t H, int64_t I) {
   const int64_t experts = std::max(1, std::min(num_experts, rows));
   return experts * H * I / 2 <= kDecodeSpecSmallBytes;
+}
+
+bool decode_spec_own(int rows, int pairs) {
+  return rows >= kDecodeOwnMinRows && rows <= kDecodeOwnMaxRows && pairs >= kDecodeOwnMinPairs &&
+         pairs <= kDecodeOwnMaxPairs;
 }
 
 int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]) {

@@ -145,17 +145,31 @@ constexpr int kDecodeSpecOwnInputs = 8;
 constexpr int kDecodeSpecEarlyGemm2OneTile = 16;
 constexpr int kDecodeSpecEarlyGemm2Split = 32;
 constexpr int kDecodeSpecAll = 15;  // every bit but the narrower triggers and the rule
-// The rule, and the default: Tiles | EarlyGemm2 where the layer's expected GEMM2 weight stream
-// (the experts the rows hint reaches x H x I / 2 bytes) is at most kDecodeSpecSmallBytes, else
-// nothing. Measured on the H200 (bench/NOTES.md D rounds 21-22; Kimi-K3's routed experts are
-// H = 3584 wide, 5.25 MiB of GEMM2 weights per EP16 expert, 0.66 MiB per TP8xEP4 one): the pair
-// saves 1-2.5 us where that stream is ~5.5 MB or less (EP16 T=1, TP8xEP4 T=1/2), is neutral at
-// TP8xEP4's 11 MB (T=4) and costs 1-4 us at EP16's 11-22 MB (T=2/4); the tile list from the ids
-// alone costs 0.5-2 us (it adds to GEMM2's start unless GEMM1's early trigger hides it), so
-// outside the rule neither runs.
+// The rule, and the default: the own-inputs window below where it applies, else Tiles |
+// EarlyGemm2 where the layer's expected GEMM2 weight stream (the experts the rows hint reaches x
+// H x I / 2 bytes) is at most kDecodeSpecSmallBytes, else nothing. Measured on the H200
+// (bench/NOTES.md D rounds 21-22; Kimi-K3's routed experts are H = 3584 wide, 5.25 MiB of GEMM2
+// weights per EP16 expert, 0.66 MiB per TP8xEP4 one): the pair saves 1-2.5 us where that stream
+// is ~5.5 MB or less (EP16 T=1, TP8xEP4 T=1/2), is neutral at TP8xEP4's 11 MB (T=4) and costs
+// 1-4 us at EP16's 11-22 MB (T=2/4); the tile list from the ids alone costs 0.5-2 us (it adds to
+// GEMM2's start unless GEMM1's early trigger hides it), so outside the rule neither runs.
 constexpr int kDecodeSpecSmall = 64;
 constexpr int kDecodeSpecDefault = kDecodeSpecSmall;
 constexpr int64_t kDecodeSpecSmallBytes = int64_t{8} << 20;
+// The rule's own-inputs window: where the glue offers GEMM1 its own inputs
+// (GroupedProblem::gemm1_own_offered), the rule runs Tiles | EarlyGemm2 | OwnInputs instead for
+// kDecodeOwnMinRows..kDecodeOwnMaxRows expected pair rows and kDecodeOwnMinPairs..
+// kDecodeOwnMaxPairs ids. GEMM1 then streams its weights without waiting for the prologue's
+// grouping CTA, whose time grows with the ids it scans (3-7 us after an L2 flush). Measured end
+// to end on an H100 (bench/NOTES.md D round 39, us): TP8xEP4 T=3 -0.7, T=4-8 -2.7..-3.5, EP16 T=8
+// -2.4. Outside: fewer ids leave little to hide (TP8xEP4 T=2 +0.35, the full layer's T=1 +3.3
+// with its trigger over 176 MB of GEMM1 weights), fewer rows lost (EP16 T=5/6 +4: the trigger
+// over a long GEMM1), and 256 ids (T=16 at top-16) lost in both layouts (the pre-wait tile list).
+constexpr int kDecodeOwnMinRows = 8;
+constexpr int kDecodeOwnMaxRows = 32;
+constexpr int kDecodeOwnMinPairs = 48;
+constexpr int kDecodeOwnMaxPairs = 128;
+bool decode_spec_own(int rows, int pairs);
 void decode_set_spec(int mode);
 int decode_spec();  // the mode now in force (tests restore it)
 // kDecodeSpecSmall's test: the expected GEMM2 weight stream of a layer with num_experts local

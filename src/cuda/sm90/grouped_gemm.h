@@ -56,6 +56,10 @@ struct GroupedProblem {
   const int32_t* route_ids = nullptr;
   int route_pairs = 0;
   int route_expert_start = 0;
+  // GEMM1 is offered its own inputs (Gemm1Params::own). Set for both launches of a chain so the
+  // decode rule (decode_gemm.h, kDecodeOwnMinRows) gives GEMM2 the ids exactly where GEMM1 runs
+  // on them; it moves no data.
+  bool gemm1_own_offered = false;
 };
 // The row count the heuristics see: the hint, capped by the bound.
 inline int choice_rows(const GroupedProblem& g) {
