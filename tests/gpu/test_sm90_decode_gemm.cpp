@@ -72,24 +72,22 @@ TEST(Sm90DecodeSpec, SmallRuleHost) {
 }
 
 TEST(Sm90DecodeSpec, OwnWindowHost) {
-  // The rule's own-inputs window (decode_gemm.h, kDecodeOwnMinRows: bench/NOTES.md D round 39),
-  // rows hint and ids at top-16. TP8 x EP4 (4 local rows per token): T = 3..8 in; T = 1, 2 and 16
-  // out.
-  EXPECT_FALSE(decode_spec_own(4, 16));
-  EXPECT_FALSE(decode_spec_own(8, 32));
-  EXPECT_TRUE(decode_spec_own(12, 48));
-  EXPECT_TRUE(decode_spec_own(16, 64));
-  EXPECT_TRUE(decode_spec_own(32, 128));
-  EXPECT_FALSE(decode_spec_own(64, 256));
-  // EP16 (1 local row per token): T = 8 in; T = 1..7 and 16 out.
-  EXPECT_FALSE(decode_spec_own(1, 16));
-  EXPECT_FALSE(decode_spec_own(7, 112));
-  EXPECT_TRUE(decode_spec_own(8, 128));
-  EXPECT_FALSE(decode_spec_own(16, 256));
-  // The full layer (16 local rows per token): never (T = 1: 16 ids; T = 3: 48 rows).
-  EXPECT_FALSE(decode_spec_own(16, 16));
-  EXPECT_FALSE(decode_spec_own(32, 32));
-  EXPECT_FALSE(decode_spec_own(48, 48));
+  // The rule's own-inputs window (decode_gemm.h, kDecodeOwnMinRows: bench/NOTES.md D round 39)
+  // at Kimi-K3's top-16: {rows hint, ids, inside}.
+  struct Case {
+    int rows, pairs;
+    bool in;
+  };
+  const Case cases[] = {
+      // TP8 x EP4 (4 local rows per token): T = 3..8 in; T = 1, 2 and 16 out.
+      {4, 16, false}, {8, 32, false}, {12, 48, true}, {16, 64, true}, {32, 128, true},
+      {64, 256, false},
+      // EP16 (1 local row per token): T = 8 in; T = 1..7 and 16 out.
+      {1, 16, false}, {7, 112, false}, {8, 128, true}, {16, 256, false},
+      // The full layer (16 local rows per token): never (T = 1: 16 ids; T = 3: 48 rows).
+      {16, 16, false}, {32, 32, false}, {48, 48, false}};
+  for (const Case& c : cases)
+    EXPECT_EQ(decode_spec_own(c.rows, c.pairs), c.in) << c.rows << " rows, " << c.pairs << " ids";
 }
 
 TEST(Sm90DecodeGemm, RejectsBadArguments) {
