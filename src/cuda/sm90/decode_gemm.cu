@@ -32,6 +32,13 @@ int valid_mainloop(int m) { return m == kDecodeBulkRing || m == kDecodeRegStream
 std::atomic<int> g_mainloop{valid_mainloop(smxx::env_int("MXMOE_DECODE_MAINLOOP", 0))};
 std::atomic<bool> g_small{smxx::env_on_unless_zero("MXMOE_DECODE_SMALL")};
 
+// Forced K split per GEMM (0 = decode_split_k's choice): MXMOE_DECODE_SPLIT1 / MXMOE_DECODE_SPLIT2
+// = 1, 2 or 4, read once, so an end-to-end `mxmoe bench` run can time the splits in one device
+// session (GroupedProblem::split_k, which tests set, still wins).
+int valid_split(int s) { return s == 1 || s == 2 || s == 4 ? s : 0; }
+const int g_forced_split[2] = {valid_split(smxx::env_int("MXMOE_DECODE_SPLIT2", 0)),
+                               valid_split(smxx::env_int("MXMOE_DECODE_SPLIT1", 0))};
+
 // The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC, a bit set
 // (0..127; the preload and own inputs build on kDecodeSpecTiles; kDecodeSpecSmall stands alone).
 int valid_spec(int m) {
@@ -185,8 +192,8 @@ cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split
   int slots[4];
   for (int i = 0; i < 4; ++i) slots[i] = num_sms * occ.per_sm[i];
   const int m_tiles = a.M / kTileM, KT = a.K / kStepK;
-  const int S = split_k != 0 ? split_k
-                             : decode_split_k(m_tiles, KT, rows, a.num_experts, slots);
+  const int forced = split_k != 0 ? split_k : g_forced_split[kGemm1];
+  const int S = forced != 0 ? forced : decode_split_k(m_tiles, KT, rows, a.num_experts, slots);
   // Tiles expected from the rows hint (at most one partial token tile per expert); the hint,
   // not max_rows (a worst-case bound: every pick local), so T=1 under EP launches ~the 96 x S
   // CTAs that have work rather than a full device of idle ones.

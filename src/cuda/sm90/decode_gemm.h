@@ -124,6 +124,8 @@ cudaError_t decode_timeline_read(std::vector<uint64_t>* out);
 cudaError_t decode_timeline_reset(cudaStream_t stream);
 // MXMOE_DECODE_TRACE (set: on, read once per process): each decode launch's choices (mainloop,
 // spec, trigger, split, expected tiles, clusters) to stderr whenever they change.
+// MXMOE_DECODE_SPLIT1 / MXMOE_DECODE_SPLIT2 (1, 2 or 4; read once per process): force GEMM1's /
+// GEMM2's K split instead of decode_split_k's choice, for same-binary A/Bs.
 // MXMOE_DECODE_SPEC (read once per process; decode_set_spec for tests): a bit set, 0 off,
 // default kDecodeSpecSmall (below):
 // - kDecodeSpecTiles: both decode GEMMs take their tile list from route_ids before the wait;
