@@ -316,6 +316,7 @@ struct Gemm1Case {
   int kernel = kGemmAuto;  // GroupedProblem::kernel
   int split_k = 0;         // GroupedProblem::split_k
   bool graph = false;      // runs 2..4 replay one captured CUDA graph
+  int runs = 0;            // runs compared bit for bit (0: 2, or 4 with graph)
   int sample = 0;         // checked pairs per expert (0 = all)
   int s_lo = 120, s_hi = 130;
   uint64_t seed = 1;
@@ -382,7 +383,7 @@ inline void run_gemm1_case(const Gemm1Case& c) {
   p.g.split_k = c.split_k;
   const SpecCase spec(c.spec, c.rows, max_rows - pairs, c.seed, &p.g);
 
-  const int runs = c.graph ? 4 : 2;
+  const int runs = c.runs > 0 ? c.runs : c.graph ? 4 : 2;
   std::vector<std::vector<uint16_t>> h(runs);
   CapturedLaunch graph;
   spec.before_run(1);
