@@ -14,10 +14,14 @@
 // (kRuns), the prologue's CTA 0 also with its two phases (ids counted: data, offsets written:
 // math). Checks: every kernel of the chain stamped, and the timed replays' output equal bit for bit
 // to an eager run's.
+// Environment (diagnostics, bench/NOTES.md D round 41): MXMOE_CHAIN_TOKENS="EP16:7;TP8xEP4:16"
+// picks the layouts and token counts (default T = 1, 2, 8 on both); MXMOE_CHAIN_RULE_ONLY=1 runs
+// each case under the rule (flushed) alone, e.g. beside MXMOE_DECODE_SPLIT1 in a second process.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -52,9 +56,60 @@ constexpr ChainRun kRuns[] = {
     {sm90::kDecodeSpecTiles | sm90::kDecodeSpecEarlyGemm2 | sm90::kDecodeSpecOwnInputs, true},
     {sm90::kDecodeSpecDefault, false}};
 
+// The token counts of `layout` in MXMOE_CHAIN_TOKENS ("EP16:7,8;TP8xEP4:16"), else 1, 2, 8.
+std::vector<int> chain_tokens(const std::string& layout) {
+  const char* env = std::getenv("MXMOE_CHAIN_TOKENS");
+  if (env == nullptr) return {1, 2, 8};
+  std::vector<int> out;
+  const std::string all = env;
+  size_t at = 0;
+  while (at < all.size()) {
+    size_t end = all.find(';', at);
+    if (end == std::string::npos) end = all.size();
+    const std::string item = all.substr(at, end - at);
+    const size_t colon = item.find(':');
+    if (colon != std::string::npos && item.substr(0, colon) == layout) {
+      size_t p = colon + 1;
+      while (p < item.size()) {
+        size_t q = item.find(',', p);
+        if (q == std::string::npos) q = item.size();
+        out.push_back(std::atoi(item.substr(p, q - p).c_str()));
+        p = q + 1;
+      }
+    }
+    at = end + 1;
+  }
+  return out;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? -1 : v[v.size() / 2];
+}
+
+// The median of n replays of `exec` enqueued without a host sync between them, each behind a
+// memset of flush_bytes (none: warm), timed by events around the launch alone.
+float pipelined_graph_us(cudaGraphExec_t exec, cudaStream_t st, void* flush, size_t flush_bytes,
+                         int n) {
+  std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(n), nullptr);
+  bool ok = true;
+  for (auto& e : ev) ok = ok && cudaEventCreate(&e) == cudaSuccess;
+  for (int i = 0; ok && i < n; ++i) {
+    if (flush_bytes > 0) ok = cudaMemsetAsync(flush, i & 0xFF, flush_bytes, st) == cudaSuccess;
+    ok = ok && cudaEventRecord(ev[2 * i], st) == cudaSuccess &&
+         cudaGraphLaunch(exec, st) == cudaSuccess &&
+         cudaEventRecord(ev[2 * i + 1], st) == cudaSuccess;
+  }
+  ok = ok && cudaStreamSynchronize(st) == cudaSuccess;
+  std::vector<double> us;
+  for (int i = 0; ok && i < n; ++i) {
+    float ms = 0;
+    ok = cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]) == cudaSuccess;
+    us.push_back(1e3 * ms);
+  }
+  for (auto e : ev)
+    if (e) cudaEventDestroy(e);
+  return ok ? static_cast<float>(median(us)) : -1.0f;
 }
 
 // Caller ids of T tokens whose local pairs number T * per_token (the first seed from `seed` on
@@ -88,30 +143,28 @@ TEST(MoeChainBench, DISABLED_ChainTimeline) {
   cudaStream_t st = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   for (const Layout& l : {Layout{"EP16", 3072, 112, 56, 1}, Layout{"TP8xEP4", 384, 448, 224, 4}}) {
+    if (chain_tokens(l.name).empty()) continue;
     auto g = make_gpu_layer(kE, kH, l.I, kK, l.start, l.count, 901);
     ASSERT_TRUE(g);
-    for (int T : {1, 2, 8})
+    const bool rule_only = std::getenv("MXMOE_CHAIN_RULE_ONLY") != nullptr;
+    for (int T : chain_tokens(l.name))
       for (const ChainRun& run : kRuns) {
+        if (rule_only && &run != &kRuns[0]) continue;
+        ASSERT_GT(T, 0) << "MXMOE_CHAIN_TOKENS";
         const int spec = run.spec;
         const size_t flush_bytes = run.flushed ? kFlushBytes : 0;
         int local = 0;
         const CaseInputs in = typical_inputs(*g->syn, T, l.per_token, 7 + T, &local);
-        DevBuf<uint16_t> x(in.x_bits);
-        DevBuf<int32_t> ids(in.ids);
-        DevBuf<float> w(in.weights), out(static_cast<size_t>(T) * kH);
-        DevBuf<char> ws(workspace_bytes(g->w, T, kK));
-        ASSERT_TRUE(x.ok() && ids.ok() && w.ok() && out.ok() && ws.ok());
-        MoeRunParams p;
-        p.num_tokens = T;
-        p.top_k = kK;
-        p.backend = Backend::kW4A16;
-        p.hidden = x.get();
-        p.topk_ids = ids.get();
-        p.topk_weights = w.get();
-        p.out = out.get();
-        p.workspace = ws.get();
-        p.workspace_size = ws.size();
-        p.max_tokens = T;
+        std::vector<int> experts;
+        for (int id : in.ids)
+          if (id >= l.start && id < l.start + l.count) experts.push_back(id);
+        std::sort(experts.begin(), experts.end());
+        const int distinct = static_cast<int>(
+            std::unique(experts.begin(), experts.end()) - experts.begin());
+        MoeRun mr(*g, T, Backend::kW4A16);
+        ASSERT_TRUE(mr.ok());
+        CUDA_OK(mr.load(in));
+        const MoeRunParams& p = mr.p;
         sm90::decode_set_spec(spec);  // (graph capture fixes the launches it picks)
         auto enqueue = [&](cudaStream_t s) {
           const Status r = run_moe(g->w, p, s);
@@ -120,7 +173,7 @@ TEST(MoeChainBench, DISABLED_ChainTimeline) {
         std::vector<float> eager, replayed;
         CUDA_OK(enqueue(st));
         CUDA_OK(cudaStreamSynchronize(st));
-        CUDA_OK(out.download(&eager));
+        CUDA_OK(mr.out.download(&eager));
         const float med = median_graph_us(enqueue, st, flush.get(), flush_bytes, 3, 15);
         ASSERT_GT(med, 0.0f);
 
@@ -131,6 +184,11 @@ TEST(MoeChainBench, DISABLED_ChainTimeline) {
         CUDA_OK(cudaStreamEndCapture(st, &graph));
         CUDA_OK(captured);
         CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+        // The same graph timed as `mxmoe bench` times it (bench/timing.cpp): the replays queued
+        // back to back, each behind its flush, one host sync at the end (D round 41: the bench
+        // read ~10 us above this test's synced median at EP16 T=8).
+        const float piped = pipelined_graph_us(exec, st, flush.get(), flush_bytes, 40);
+        ASSERT_GT(piped, 0.0f);
         // [replay][kernel][event][min, median, max]
         const char* names[] = {"prologue (group)", "prologue (rows)", "GEMM1", "GEMM2", "combine"};
         std::vector<KernelSpan> spans[5];
@@ -162,16 +220,17 @@ TEST(MoeChainBench, DISABLED_ChainTimeline) {
                 << l.name << " T=" << T << ": " << names[k] << " stamped no CTA";
           }
         }
-        CUDA_OK(out.download(&replayed));
+        CUDA_OK(mr.out.download(&replayed));
         EXPECT_EQ(0, std::memcmp(replayed.data(), eager.data(), eager.size() * 4))
             << l.name << " T=" << T << ": the replays' output differs from the eager run's";
         cudaGraphExecDestroy(exec);
         cudaGraphDestroy(graph);
 
         std::printf(
-            "CHAIN %s T=%d w4a16 spec %d (%d local pairs): graph median %.1f us (%s, 15); "
-            "stamps in us from the first entry, min/med/max over CTAs, median of %d replays\n",
-            l.name, T, spec, local, med, run.flushed ? "flushed" : "warm", kReplays);
+            "CHAIN %s T=%d w4a16 spec %d (%d local pairs, %d experts): graph median %.1f us (%s, 15; "
+            "queued back to back %.1f); stamps in us from the first entry, min/med/max over "
+            "CTAs, median of %d replays\n",
+            l.name, T, spec, local, distinct, med, run.flushed ? "flushed" : "warm", piped, kReplays);
         for (int k = 0; k < 5; ++k) {
           std::string line;
           char b[96];

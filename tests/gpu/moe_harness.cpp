@@ -229,4 +229,54 @@ void run_case(const GpuLayer& gl, const CaseOptions& c, CaseResult* result) {
   }
 }
 
+MoeRun::MoeRun(const GpuLayer& g, int T_, Backend backend, int x_pad, bool per_expert)
+    : T(T_),
+      H(g.syn->layer.cfg.routed_expert_hidden_size),
+      k(g.syn->layer.cfg.num_experts_per_token),
+      xs(H + x_pad),
+      x(static_cast<size_t>(T_) * xs),
+      ids(static_cast<size_t>(T_) * k),
+      w(static_cast<size_t>(T_) * k),
+      out(static_cast<size_t>(T_) * H),
+      ws(workspace_bytes(g.w, T_, k)) {
+  p.num_tokens = T;
+  p.top_k = k;
+  p.backend = backend;
+  p.hidden = x.get();
+  p.hidden_stride = xs;
+  p.topk_ids = ids.get();
+  p.topk_weights = w.get();
+  p.out = out.get();
+  p.workspace = ws.get();
+  p.workspace_size = ws.size();
+  p.max_tokens = T;
+  if (per_expert) {  // by global id, as moe.h asks
+    const int E = g.syn->layer.cfg.num_experts;
+    std::vector<float> b(E), lb(E);
+    for (int e = 0; e < E; ++e) {
+      b[e] = 1.5f + 0.5f * (e % 7);
+      lb[e] = 8.0f + 4.0f * (e % 5);
+    }
+    EXPECT_EQ(beta.upload(b), cudaSuccess);
+    EXPECT_EQ(lbeta.upload(lb), cudaSuccess);
+    p.per_expert_beta = beta.get();
+    p.per_expert_linear_beta = lbeta.get();
+  }
+}
+
+cudaError_t MoeRun::load(const CaseInputs& in) {
+  cudaError_t e = x.upload(padded_rows(in.x_bits.data(), T, H, xs, kBf16Nan));
+  if (e == cudaSuccess) e = ids.upload(in.ids);
+  if (e == cudaSuccess) e = w.upload(in.weights);
+  return e;
+}
+
+void MoeRun::eager(const GpuLayer& g, std::vector<float>* o) {
+  CUDA_OK(cudaMemset(out.get(), 0xFF, out.size() * 4));
+  const Status s = run_moe(g.w, p, nullptr);
+  ASSERT_TRUE(s.ok()) << s.message();
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(out.download(o));
+}
+
 }  // namespace mxmoe::test

@@ -59,4 +59,23 @@ struct CaseInputs {
 };
 CaseInputs make_inputs(const SyntheticLayer& s, int T, Routing r, uint64_t seed);
 
+// run_moe's device buffers and parameters for T tokens with the caller's ids on layer g (its
+// hidden width, top-k and expert count): x rows x_pad elements apart beyond H (8: still 16-byte
+// rows; 4: not, so GEMM1 cannot read them in place); per_expert: SiTU parameters per global
+// expert, away from the scalars' defaults. Upload errors fail the calling test.
+struct MoeRun {
+  int T, H, k;
+  int64_t xs;
+  DevBuf<uint16_t> x;
+  DevBuf<int32_t> ids;
+  DevBuf<float> w, out, beta, lbeta;
+  DevBuf<char> ws;
+  MoeRunParams p;
+  MoeRun(const GpuLayer& g, int T, Backend backend, int x_pad = 0, bool per_expert = false);
+  bool ok() const { return x.ok() && ids.ok() && w.ok() && out.ok() && ws.ok(); }
+  cudaError_t load(const CaseInputs& in);  // x (NaN in the gaps), ids, weights
+  // out poisoned (fp32 NaN), one eager run_moe on the legacy stream, out downloaded.
+  void eager(const GpuLayer& g, std::vector<float>* o);
+};
+
 }  // namespace mxmoe::test

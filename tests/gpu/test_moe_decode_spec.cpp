@@ -56,63 +56,6 @@ struct Knobs {
   }
 };
 
-// run_moe's buffers and parameters for T tokens with caller ids; x rows x_pad elements apart
-// beyond H (8: still 16-byte rows; 4: not, so GEMM1 cannot read them in place).
-struct MoeRun {
-  int T;
-  int64_t xs;
-  DevBuf<uint16_t> x;
-  DevBuf<int32_t> ids;
-  DevBuf<float> w, out, beta, lbeta;
-  DevBuf<char> ws;
-  MoeRunParams p;
-  MoeRun(const GpuLayer& g, int T_, Backend backend, int x_pad = 0, bool per_expert = false)
-      : T(T_),
-        xs(kH + x_pad),
-        x(static_cast<size_t>(T_) * xs),
-        ids(static_cast<size_t>(T_) * kK),
-        w(static_cast<size_t>(T_) * kK),
-        out(static_cast<size_t>(T_) * kH),
-        ws(workspace_bytes(g.w, T_, kK)) {
-    p.num_tokens = T;
-    p.top_k = kK;
-    p.backend = backend;
-    p.hidden = x.get();
-    p.hidden_stride = xs;
-    p.topk_ids = ids.get();
-    p.topk_weights = w.get();
-    p.out = out.get();
-    p.workspace = ws.get();
-    p.workspace_size = ws.size();
-    p.max_tokens = T;
-    if (per_expert) {  // by global id, as moe.h asks; values away from the scalars' defaults
-      std::vector<float> b(kE), lb(kE);
-      for (int e = 0; e < kE; ++e) {
-        b[e] = 1.5f + 0.5f * (e % 7);
-        lb[e] = 8.0f + 4.0f * (e % 5);
-      }
-      EXPECT_EQ(beta.upload(b), cudaSuccess);
-      EXPECT_EQ(lbeta.upload(lb), cudaSuccess);
-      p.per_expert_beta = beta.get();
-      p.per_expert_linear_beta = lbeta.get();
-    }
-  }
-  cudaError_t load(const CaseInputs& in) {
-    cudaError_t e = x.upload(padded_rows(in.x_bits.data(), T, kH, xs, kBf16Nan));
-    if (e == cudaSuccess) e = ids.upload(in.ids);
-    if (e == cudaSuccess) e = w.upload(in.weights);
-    return e;
-  }
-  // out poisoned (fp32 NaN), one eager run_moe, out downloaded.
-  void eager(const GpuLayer& g, std::vector<float>* o) {
-    CUDA_OK(cudaMemset(out.get(), 0xFF, out.size() * 4));
-    const Status s = run_moe(g.w, p, nullptr);
-    ASSERT_TRUE(s.ok()) << s.message();
-    CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(out.download(o));
-  }
-};
-
 void expect_reference(const GpuLayer& g, const CaseInputs& in, const MoeRun& run,
                       const std::vector<float>& out, const std::string& label) {
   const int T = run.T;
