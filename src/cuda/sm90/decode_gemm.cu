@@ -40,9 +40,9 @@ std::atomic<bool> g_small{smxx::env_on_unless_zero("MXMOE_DECODE_SMALL")};
 int valid_split(int s) { return s == 1 || s == 2 || s == 4 ? s : 0; }
 const int g_forced_split[2] = {valid_split(smxx::env_int("MXMOE_DECODE_SPLIT2", 0)),
                                valid_split(smxx::env_int("MXMOE_DECODE_SPLIT1", 0))};
-// GEMM1's short-round split (decode_gemm.h, decode_short_round): on unless
-// MXMOE_DECODE_SHORT_ROUND=0.
-const bool g_short_round = smxx::env_on_unless_zero("MXMOE_DECODE_SHORT_ROUND");
+// GEMM1's short-round split (decode_gemm.h, decode_short_round): off unless
+// MXMOE_DECODE_SHORT_ROUND=1 (not yet timed as a rule).
+const bool g_short_round = smxx::env_int("MXMOE_DECODE_SHORT_ROUND", 0) == 1;
 
 // The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC, a bit set
 // (0..127; the preload and own inputs build on kDecodeSpecTiles; kDecodeSpecSmall stands alone).

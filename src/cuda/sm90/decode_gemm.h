@@ -195,8 +195,9 @@ int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int
 // uniformly over the experts, more than slots[0] / m_tiles distinct experts are at least as
 // likely as not, and the expected tiles are at most kDecodeShortRoundMaxPct percent of the
 // slots (a long second round fills the device again: EP16 9 experts, 864 tiles, +1.2 us with
-// split 2). GEMM2 is left as it was (not measured). MXMOE_DECODE_SHORT_ROUND=0 turns it off
-// (read once per process, for same-binary A/Bs).
+// split 2). GEMM2 is left as it was (not measured). Off until the rule itself is timed against
+// the plain rule on a device (D round 42: no machine came for it): MXMOE_DECODE_SHORT_ROUND=1
+// turns it on (read once per process), so one binary times both.
 constexpr int kDecodeShortRoundMaxPct = 125;
 bool decode_short_round(int m_tiles, int KT, int rows, int num_experts, const int (&slots)[4]);
 // P(more than cap distinct values among `rows` uniform draws from num_experts), the occupancy
