@@ -185,6 +185,25 @@ bool decode_spec_small(int num_experts, int rows, int64_t H, int64_t I);
 // fixed reduction cost, with 3/4 of the slots usable by clusters.
 int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]);
 
+// GEMM1's short second round (bench/NOTES.md D rounds 40-41). Once a GEMM's tiles pass one round
+// of split-1 CTAs, the few tiles of the second round stream nearly alone, at one CTA's rate, and
+// the whole chain waits for them. At EP16 one expert is 96 GEMM1 tiles of 56 K steps, and 660
+// slots (H100 and H200) hold 6 experts: a 7th cost 13 us where a copy-rate expert costs ~6.5
+// (H100, same call: ep16 T=7 73.2 us split 1, 66.3 split 2; T=8 74.3 / 71.8; 5 experts +1.7
+// with split 2). The distinct experts, and so the tiles, are known only on the device; the host
+// has the rows hint. decode_split_k's 1 becomes 2 for GEMM1 when, with the hint's rows drawn
+// uniformly over the experts, more than slots[0] / m_tiles distinct experts are at least as
+// likely as not, and the expected tiles are at most kDecodeShortRoundMaxPct percent of the
+// slots (a long second round fills the device again: EP16 9 experts, 864 tiles, +1.2 us with
+// split 2). GEMM2 is left as it was (not measured). Off until the rule itself is timed against
+// the plain rule on a device (D round 42: no machine came for it): MXMOE_DECODE_SHORT_ROUND=1
+// turns it on (read once per process), so one binary times both.
+constexpr int kDecodeShortRoundMaxPct = 125;
+bool decode_short_round(int m_tiles, int KT, int rows, int num_experts, const int (&slots)[4]);
+// P(more than cap distinct values among `rows` uniform draws from num_experts), the occupancy
+// distribution by dynamic programming; 1 for rows above 4096 with cap < rows (not needed there).
+double decode_distinct_over(int rows, int num_experts, int cap);
+
 // When problem g is the decode kernel's (g.kernel == kGemmDecode, or kGemmAuto with a 16-token
 // tile, kDecodeByDefault and a mean of at most kDecodeMaxMeanRows rows per expert), launches it
 // and returns true with *err = the launch result (cudaErrorInvalidValue for a bad kernel or
