@@ -428,7 +428,8 @@ int run_bench(int argc, char** argv) {
   rep.notes.push_back(
       "routing: 16 global ids per token, exactly 1 (ep16) / 4 (tp8ep4) / 16 (full) of them local; "
       "skewed: 8 hot local experts draw 80% of the local picks; rtr=gpu: router logits [T, 896] "
-      "built so the GPU top-16 picks the same ids as rtr=ids");
+      "built so the GPU top-16 picks the same ids as rtr=ids; used: the distinct local experts "
+      "the draw reached (the weights streamed; decode time steps with them)");
   rep.notes.push_back(
       "cublas-*: GEMM1 + GEMM2 on weights dequantized ahead of time, per expert (cublas-bf16, "
       "cublas-fp8) or grouped by equal pair counts (cublas-bf16g: one "

@@ -63,20 +63,22 @@ void print_table(const Report& r, std::FILE* f) {
     std::fprintf(f, "ceiling clocks: copy %s; BF16 %s; FP8 %s\n", describe(c.copy.clocks).c_str(),
                  describe(c.bf16.clocks).c_str(), describe(c.fp8.clocks).c_str());
   for (const auto& n : r.notes) std::fprintf(f, "note: %s\n", n.c_str());
-  // Columns 1-16 keep their places (scripts/ab_tables.sh reads 1, 2, 6 and 9); check stays last
-  // because it may hold spaces.
-  std::fprintf(f, "%-7s %6s %4s %5s %-8s %-12s %-4s %7s %10s %7s %7s %6s %5s %5s %7s %7s %5s %s\n",
+  // Columns 1-17 keep their places (scripts/ab_tables.sh reads 1, 2, 6 and 9); check stays last
+  // because it may hold spaces. used: the distinct local experts the draw reached (a decode row's
+  // time steps with them: bench/NOTES.md D round 41).
+  std::fprintf(f,
+               "%-7s %6s %4s %5s %-8s %-12s %-4s %7s %10s %7s %7s %6s %5s %5s %7s %7s %5s %4s %s\n",
                "layout", "T", "E", "I", "routing", "backend", "rtr", "pairs", "median_us", "TFLOPS",
-               "GB/s", "%copy", "%fp8", "%bf16", "xbf16", "xfp8", "MHz", "check");
+               "GB/s", "%copy", "%fp8", "%bf16", "xbf16", "xfp8", "MHz", "used", "check");
   for (const Row& w : r.rows)
     std::fprintf(f,
                  "%-7s %6d %4d %5d %-8s %-12s %-4s %7lld %10.1f %7.1f %7.0f %6.1f %5.1f %5.1f %7s "
-                 "%7s %5s %s\n",
+                 "%7s %5s %4d %s\n",
                  w.layout.c_str(), w.tokens, w.experts_local, w.intermediate, w.routing.c_str(),
                  w.backend.c_str(), w.router.c_str(), static_cast<long long>(w.pairs),
                  w.t.median_us, w.tflops, w.gbps, w.pct_copy, w.pct_fp8, w.pct_bf16,
                  ratio(w.x_bf16).c_str(), ratio(w.x_fp8).c_str(), mhz(w.t.clocks).c_str(),
-                 w.verify.c_str());
+                 w.distinct_experts, w.verify.c_str());
 }
 
 void write_csv(const Report& r, const std::string& path) {

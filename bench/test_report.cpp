@@ -1,9 +1,9 @@
 // bench/test_report.cpp: CPU checks of the report writers (report.h; no GPU, no GoogleTest, as
-// test_workload.cpp): the table keeps the columns scripts read (1, 2, 6, 9) in place and check
-// last, with the MHz column '-' when not sampled and "<MHz>*" under a power limit; every CSV line
-// has the header's field count, clock fields empty when not sampled; JSON has null clocks then;
-// the targets (targets.h) judge the right rows against the right bars, a failed check never meets
-// one, and their lines name what is not met.
+// test_workload.cpp): the table keeps the columns scripts read (1, 2, 6, 9) in place, the
+// distinct experts used in column 18 and check last, with the MHz column '-' when not sampled
+// and "<MHz>*" under a power limit; every CSV line has the header's field count, clock fields
+// empty when not sampled; JSON has null clocks then; the targets (targets.h) judge the right rows
+// against the right bars, a failed check never meets one, and their lines name what is not met.
 // Prints every failure; exit 1 if any.
 #include <cstdio>
 #include <fstream>
@@ -68,6 +68,7 @@ Report sample_report() {
   a.backend = "w4a16";
   a.router = "ids";
   a.pairs = 64;
+  a.distinct_experts = 41;
   a.t.median_us = 218.4;
   a.verify = "ok";
   Row b = a;  // sampled, power-capped, with a check message holding spaces and a comma
@@ -95,10 +96,11 @@ void check_table() {
   CHECK(rows.size() == 2, "%zu rows:\n%s", rows.size(), text.c_str());
   if (rows.size() != 2) return;
   const auto a = words(rows[0]), b = words(rows[1]);
-  CHECK(a.size() == 18 && a[0] == "ep16" && a[1] == "64" && a[5] == "w4a16" && a[8] == "218.4" &&
-            a[16] == "-" && a[17] == "ok",
+  CHECK(a.size() == 19 && a[0] == "ep16" && a[1] == "64" && a[5] == "w4a16" && a[8] == "218.4" &&
+            a[16] == "-" && a[17] == "41" && a[18] == "ok",
         "row a: %s", rows[0].c_str());
-  CHECK(b.size() > 18 && b[5] == "w4a8" && b[8] == "222.4" && b[16] == "1868*" && b[17] == "FAIL:",
+  CHECK(b.size() > 19 && b[5] == "w4a8" && b[8] == "222.4" && b[16] == "1868*" && b[17] == "41" &&
+            b[18] == "FAIL:",
         "row b: %s", rows[1].c_str());
 }
 
