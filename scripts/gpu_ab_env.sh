@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# scripts/gpu_ab_env.sh: a same-binary A/B of environment knobs end to end, on the lent GPU, in
+# one call: builds the CLI and the decode GEMM test, runs the decode host / split-K tests, then
+# `mxmoe bench` under MXMOE_AB_A (default: no knob) and MXMOE_AB_B in turn, for every seed and
+# pass, and prints one line per case last (the distinct experts each draw used beside both
+# variants' medians: a decode row's time steps with them, bench/NOTES.md D round 41).
+#   MXMOE_AB_B      the B variant's environment, e.g. "MXMOE_DECODE_SHORT_ROUND=1" (required)
+#   MXMOE_AB_A      the A variant's environment (default empty: the rule)
+#   MXMOE_AB_BENCH  the bench flags (default: uniform caller ids, 100 reps, ep16 and tp8ep4 at
+#                   T = 1 and 8, no baselines)
+#   MXMOE_AB_SEEDS  the bench seeds (default "1234 77"); MXMOE_AB_PASSES (default 2)
+#   MXMOE_AB_TESTS  a --gtest_filter for test_sm90_decode_gemm (default the host, split-K and
+#                   real-width cases; empty: no tests)
+# Run on the device as:  MXMOE_AB_B=... bash scripts/gpu_ab_env.sh   (carry [".deps"])
+# Logs to $OUT (else build-gpu/logs): build.log, decode_tests.txt, ab_env.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+. scripts/ab_tables.sh
+B=$PWD/build-gpu
+LOG=${OUT:-$B/logs}
+CSV=$B/ab_env
+mkdir -p "$LOG"
+rm -rf "$CSV" && mkdir -p "$CSV"
+B_ENV=${MXMOE_AB_B:?set MXMOE_AB_B to the B variant environment, e.g. MXMOE_DECODE_SHORT_ROUND=1}
+A_ENV=${MXMOE_AB_A:-}
+BENCH=${MXMOE_AB_BENCH:---routing uniform --router ids --no-baselines --reps 100 --layouts ep16,tp8ep4 --tokens 1,8}
+SEEDS=${MXMOE_AB_SEEDS:-1234 77}
+PASSES=${MXMOE_AB_PASSES:-2}
+TESTS=${MXMOE_AB_TESTS-*Host*:*SplitK*:*RealWidth*}
+t0=$(date +%s)
+nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1
+deps=()
+[ -d .deps/googletest ] && deps+=(-DMXMOE_GTEST_DIR="$PWD/.deps/googletest")
+[ -d .deps/json ] && deps+=(-DMXMOE_JSON_INCLUDE="$PWD/.deps/json")
+cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXMOE_ENABLE_CUDA=ON "${deps[@]}" \
+  > "$LOG/configure.log" 2>&1 || { tail -20 "$LOG/configure.log"; exit 1; }
+ninja -C "$B" -j16 mxmoe test_sm90_decode_gemm > "$LOG/build.log" 2>&1 ||
+  { grep -E "error|FAILED" "$LOG/build.log" | head -20; exit 1; }
+echo "build ok $(( $(date +%s) - t0 ))s"
+tests_rc=0
+if [ -n "$TESTS" ]; then
+  "$B/tests/gpu/test_sm90_decode_gemm" --gtest_filter="$TESTS" > "$LOG/decode_tests.txt" 2>&1
+  tests_rc=$?
+  echo "test_sm90_decode_gemm [$TESTS] rc $tests_rc:" \
+    "$(grep -E '^\[  (PASSED|FAILED)' "$LOG/decode_tests.txt" | tr '\n' ' ')"
+fi
+bench_rc=0
+for pass in $(seq 1 "$PASSES"); do
+  for seed in $SEEDS; do
+    for v in a b; do
+      envs=$A_ENV
+      [ $v = b ] && envs=$B_ENV
+      # shellcheck disable=SC2086  # the flags and the environment are word lists
+      env $envs "$B/tools/mxmoe/mxmoe" bench $BENCH --seed "$seed" --csv "$CSV/$v.$seed.$pass.csv" \
+        > "$CSV/$v.$seed.$pass.log" 2>&1 || { bench_rc=1; tail -3 "$CSV/$v.$seed.$pass.log"; }
+    done
+  done
+  echo "pass $pass done $(( $(date +%s) - t0 ))s"
+done
+{
+  echo "A: ${A_ENV:-(no knob)}  B: $B_ENV  bench: $BENCH  seeds: $SEEDS  passes: $PASSES"
+  env_ab_rows "$CSV"
+} > "$LOG/ab_env.txt"
+cat "$LOG/ab_env.txt"
+exit $(( tests_rc != 0 || bench_rc != 0 ))
