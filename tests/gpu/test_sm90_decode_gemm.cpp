@@ -107,14 +107,15 @@ TEST(Sm90DecodeSplit, ShortRoundHost) {
     bool split;
   };
   const Case cases[] = {
-      // EP16 (96 tiles per expert, 6 experts per round): T = 7..9 split (P(> 6 experts) 0.68,
-      // 0.93, 0.99; expected tiles <= 825); T = 6 fits, T = 10 fills a second round.
+      // EP16 (96 tiles per expert, 6 experts per round): T = 7, 8 split (P(> 6 experts) 0.68,
+      // 0.93; expected tiles 637, 722 <= 759); T = 6 fits, T = 9 (805 expected) fills a second
+      // round.
       {96, 56, 6, 56, false}, {96, 56, 7, 56, true}, {96, 56, 8, 56, true},
-      {96, 56, 9, 56, true}, {96, 56, 10, 56, false},
-      // TP8xEP4 (12 tiles per expert, 55 per round, 4 rows per token): T = 16..20 split
-      // (P(> 55) 0.56 at T = 16, 0.11 at T = 15); T = 21 fills a second round.
-      {12, 56, 60, 224, false}, {12, 56, 64, 224, true}, {12, 56, 80, 224, true},
-      {12, 56, 84, 224, false},
+      {96, 56, 9, 56, false},
+      // TP8xEP4 (12 tiles per expert, 55 per round, 4 rows per token): T = 16..18 split
+      // (P(> 55) 0.56 at T = 16, 0.11 at T = 15); T = 19 (775 expected) fills a second round.
+      {12, 56, 60, 224, false}, {12, 56, 64, 224, true}, {12, 56, 72, 224, true},
+      {12, 56, 76, 224, false},
       // The full layer at T = 1 (16 rows over 896 experts: 1523 tiles), and no K to split.
       {96, 56, 16, 896, false}, {96, 1, 7, 56, false}};
   for (const Case& c : cases)
