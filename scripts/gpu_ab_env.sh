@@ -23,7 +23,8 @@ mkdir -p "$LOG"
 rm -rf "$CSV" && mkdir -p "$CSV"
 B_ENV=${MXMOE_AB_B:?set MXMOE_AB_B to the B variant environment, e.g. MXMOE_DECODE_SHORT_ROUND=1}
 A_ENV=${MXMOE_AB_A:-}
-BENCH=${MXMOE_AB_BENCH:---routing uniform --router ids --no-baselines --reps 100 --layouts ep16,tp8ep4 --tokens 1,8}
+DEFAULT_BENCH="--routing uniform --router ids --no-baselines --reps 100 --layouts ep16,tp8ep4"
+BENCH=${MXMOE_AB_BENCH:-$DEFAULT_BENCH --tokens 1,8}
 SEEDS=${MXMOE_AB_SEEDS:-1234 77}
 PASSES=${MXMOE_AB_PASSES:-2}
 TESTS=${MXMOE_AB_TESTS-*Host*:*SplitK*:*RealWidth*}

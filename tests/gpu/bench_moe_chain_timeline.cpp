@@ -113,15 +113,19 @@ float pipelined_graph_us(cudaGraphExec_t exec, cudaStream_t st, void* flush, siz
 }
 
 // Caller ids of T tokens whose local pairs number T * per_token (the first seed from `seed` on
-// that draws it), so the step has the typical expert count of the layout.
+// that draws it), so the step has the typical expert count of the layout; also the distinct
+// local experts that draw reaches.
 CaseInputs typical_inputs(const SyntheticLayer& s, int T, int per_token, uint64_t seed,
-                          int* local_pairs) {
+                          int* local_pairs, int* distinct_experts) {
   for (uint64_t sd = seed;; ++sd) {
     CaseInputs in = make_inputs(s, T, Routing::kUniform, sd);
-    int local = 0;
-    for (int id : in.ids) local += id >= s.own_start && id < s.own_start + s.own_count ? 1 : 0;
-    if (local == T * per_token || sd >= seed + 10000) {
-      *local_pairs = local;
+    std::vector<int> local;
+    for (int id : in.ids)
+      if (id >= s.own_start && id < s.own_start + s.own_count) local.push_back(id);
+    if (static_cast<int>(local.size()) == T * per_token || sd >= seed + 10000) {
+      *local_pairs = static_cast<int>(local.size());
+      std::sort(local.begin(), local.end());
+      *distinct_experts = static_cast<int>(std::unique(local.begin(), local.end()) - local.begin());
       return in;
     }
   }
@@ -142,25 +146,20 @@ TEST(MoeChainBench, DISABLED_ChainTimeline) {
   ASSERT_TRUE(flush.ok());
   cudaStream_t st = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const bool rule_only = std::getenv("MXMOE_CHAIN_RULE_ONLY") != nullptr;
   for (const Layout& l : {Layout{"EP16", 3072, 112, 56, 1}, Layout{"TP8xEP4", 384, 448, 224, 4}}) {
-    if (chain_tokens(l.name).empty()) continue;
+    const std::vector<int> tokens = chain_tokens(l.name);
+    if (tokens.empty()) continue;
+    for (int T : tokens) ASSERT_GT(T, 0) << "MXMOE_CHAIN_TOKENS";
     auto g = make_gpu_layer(kE, kH, l.I, kK, l.start, l.count, 901);
     ASSERT_TRUE(g);
-    const bool rule_only = std::getenv("MXMOE_CHAIN_RULE_ONLY") != nullptr;
-    for (int T : chain_tokens(l.name))
+    for (int T : tokens)
       for (const ChainRun& run : kRuns) {
         if (rule_only && &run != &kRuns[0]) continue;
-        ASSERT_GT(T, 0) << "MXMOE_CHAIN_TOKENS";
         const int spec = run.spec;
         const size_t flush_bytes = run.flushed ? kFlushBytes : 0;
-        int local = 0;
-        const CaseInputs in = typical_inputs(*g->syn, T, l.per_token, 7 + T, &local);
-        std::vector<int> experts;
-        for (int id : in.ids)
-          if (id >= l.start && id < l.start + l.count) experts.push_back(id);
-        std::sort(experts.begin(), experts.end());
-        const int distinct = static_cast<int>(
-            std::unique(experts.begin(), experts.end()) - experts.begin());
+        int local = 0, distinct = 0;
+        const CaseInputs in = typical_inputs(*g->syn, T, l.per_token, 7 + T, &local, &distinct);
         MoeRun mr(*g, T, Backend::kW4A16);
         ASSERT_TRUE(mr.ok());
         CUDA_OK(mr.load(in));
@@ -227,10 +226,11 @@ TEST(MoeChainBench, DISABLED_ChainTimeline) {
         cudaGraphDestroy(graph);
 
         std::printf(
-            "CHAIN %s T=%d w4a16 spec %d (%d local pairs, %d experts): graph median %.1f us (%s, 15; "
-            "queued back to back %.1f); stamps in us from the first entry, min/med/max over "
-            "CTAs, median of %d replays\n",
-            l.name, T, spec, local, distinct, med, run.flushed ? "flushed" : "warm", piped, kReplays);
+            "CHAIN %s T=%d w4a16 spec %d (%d local pairs, %d experts): graph median %.1f us "
+            "(%s, 15; queued back to back %.1f); stamps in us from the first entry, min/med/max "
+            "over CTAs, median of %d replays\n",
+            l.name, T, spec, local, distinct, med, run.flushed ? "flushed" : "warm", piped,
+            kReplays);
         for (int k = 0; k < 5; ++k) {
           std::string line;
           char b[96];

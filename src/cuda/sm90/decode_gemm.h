@@ -195,9 +195,10 @@ int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int
 // uniformly over the experts, more than slots[0] / m_tiles distinct experts are at least as
 // likely as not, and the expected tiles are at most kDecodeShortRoundMaxPct percent of the
 // slots. A longer second round fills the device again: EP16 8 experts (108 tiles past 660)
-// gained 2.5-3.6 us with split 2, 9 experts (204 past) lost 1.2. GEMM2 is left as it was (not measured). Off until the rule itself is timed against
-// the plain rule on a device (D round 42: no machine came for it): MXMOE_DECODE_SHORT_ROUND=1
-// turns it on (read once per process), so one binary times both.
+// gained 2.5-3.6 us with split 2, 9 experts (204 past) lost 1.2. GEMM2 is left as it was (not
+// measured). Off until the rule itself is timed against the plain rule on a device (D round 42:
+// no machine came for it): MXMOE_DECODE_SHORT_ROUND=1 turns it on (read once per process), so
+// one binary times both.
 constexpr int kDecodeShortRoundMaxPct = 115;
 bool decode_short_round(int m_tiles, int KT, int rows, int num_experts, const int (&slots)[4]);
 // P(more than cap distinct values among `rows` uniform draws from num_experts), the occupancy
