@@ -16,6 +16,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . scripts/ab_tables.sh
+. scripts/lib/gpu_build.sh
 B=$PWD/build-gpu
 LOG=${OUT:-$B/logs}
 CSV=$B/ab_env
@@ -30,13 +31,8 @@ PASSES=${MXMOE_AB_PASSES:-2}
 TESTS=${MXMOE_AB_TESTS-*Host*:*SplitK*:*RealWidth*}
 t0=$(date +%s)
 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1
-deps=()
-[ -d .deps/googletest ] && deps+=(-DMXMOE_GTEST_DIR="$PWD/.deps/googletest")
-[ -d .deps/json ] && deps+=(-DMXMOE_JSON_INCLUDE="$PWD/.deps/json")
-cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXMOE_ENABLE_CUDA=ON "${deps[@]}" \
-  > "$LOG/configure.log" 2>&1 || { tail -20 "$LOG/configure.log"; exit 1; }
-ninja -C "$B" -j16 mxmoe test_sm90_decode_gemm > "$LOG/build.log" 2>&1 ||
-  { grep -E "error|FAILED" "$LOG/build.log" | head -20; exit 1; }
+gpu_configure "$PWD" "$B" "$LOG/configure.log" || exit 1
+gpu_build "$B" "$LOG/build.log" 16 mxmoe test_sm90_decode_gemm || exit 1
 echo "build ok $(( $(date +%s) - t0 ))s"
 tests_rc=0
 if [ -n "$TESTS" ]; then
