@@ -101,6 +101,7 @@ struct DecodeSpec {
   int expert_start = 0;
   int preload = 0;  // the first tile's weights requested before the wait
   int trigger = 0;  // GEMM1 on the bulk ring: kTrigger*, else 0
+  int balance = 0;  // the bulk ring: every working cluster as many tiles (decode_set_balance)
   // GEMM1 on its own inputs (own.x non-null): the token rows straight from the caller's x, row
   // p's token found in the ids (the glue's stable grouping: the pairs of an expert in pair
   // order, token = pair / top_k), and the SiTU parameters by the glue's own rule
@@ -200,6 +201,15 @@ int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int
 // no machine came for it): MXMOE_DECODE_SHORT_ROUND=1 turns it on (read once per process), so
 // one binary times both.
 constexpr int kDecodeShortRoundMaxPct = 115;
+// The device-side answer to the same short round (bench/NOTES.md D round 43): the bulk ring's
+// clusters learn the real tile count before their first tile, and with balance on, when it
+// passes the grid, only as many clusters work as finish it in the same number of rounds with
+// equal shares (decode_tile.cuh, tile_stride; the rest exit at once, their SMs free for the
+// next kernel). Each tile is still computed whole by one cluster, so the output is the same bit
+// for bit. Off until timed on a device: MXMOE_DECODE_BALANCE=1 turns it on (read once per
+// process), decode_set_balance for tests; the register mainloop ignores it.
+void decode_set_balance(bool on);
+bool decode_balance();
 bool decode_short_round(int m_tiles, int KT, int rows, int num_experts, const int (&slots)[4]);
 // P(more than cap distinct values among `rows` uniform draws from num_experts), the occupancy
 // distribution by dynamic programming; 1 for rows above 4096 with cap < rows (not needed there).
