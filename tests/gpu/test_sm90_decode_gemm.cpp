@@ -90,6 +90,29 @@ TEST(Sm90DecodeSpec, OwnWindowHost) {
     EXPECT_EQ(decode_spec_own(c.rows, c.pairs), c.in) << c.rows << " rows, " << c.pairs << " ids";
 }
 
+TEST(Sm90DecodeSpec, OwnUsableHost) {
+  // The caller offers GEMM1 its own rows only where the bulk copies can read them (run.cpp sets
+  // GroupedProblem::gemm1_own_offered from this): 16-byte aligned rows of K or more elements,
+  // a stride of whole 16-byte chunks, a top-k. (Host only: the pointers are never read.)
+  alignas(16) static const __nv_bfloat16 rows[64] = {};
+  Gemm1OwnInputs o;
+  EXPECT_FALSE(gemm1_own_usable(o, 32)) << "no rows";
+  o.x = rows;
+  o.x_stride = 32;
+  o.top_k = 16;
+  EXPECT_TRUE(gemm1_own_usable(o, 32));
+  EXPECT_TRUE(gemm1_own_usable(o, 24)) << "a wider stride than K";
+  EXPECT_FALSE(gemm1_own_usable(o, 40)) << "stride below K";
+  o.x = rows + 1;
+  EXPECT_FALSE(gemm1_own_usable(o, 32)) << "rows 2 bytes off 16";
+  o.x = rows;
+  o.x_stride = 36;
+  EXPECT_FALSE(gemm1_own_usable(o, 32)) << "stride not a multiple of 8 elements";
+  o.x_stride = 32;
+  o.top_k = 0;
+  EXPECT_FALSE(gemm1_own_usable(o, 32)) << "no top-k";
+}
+
 TEST(Sm90DecodeSplit, ShortRoundHost) {
   // The occupancy probability against closed forms: 7 picks of 56 all distinct, 56 * 55 * ... * 50
   // / 56^7; never more distinct values than picks; one pick always has one.

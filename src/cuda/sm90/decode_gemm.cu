@@ -264,9 +264,8 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
   s.preload = (mode & kDecodeSpecPreload) != 0 ? 1 : 0;
   // (W4A16 only: the rows go to the MMA as they are, so a GEMM1 that requantizes h, W4A8's,
   // never takes them.)
-  if (kGemm1 && bulk && (mode & kDecodeSpecOwnInputs) != 0 && own != nullptr && own->x != nullptr &&
-      !a.mxfp8_out && (reinterpret_cast<uintptr_t>(own->x) & 15u) == 0 &&
-      own->x_stride >= a.K && own->x_stride % 8 == 0 && own->top_k >= 1) {
+  if (kGemm1 && bulk && (mode & kDecodeSpecOwnInputs) != 0 && own != nullptr && !a.mxfp8_out &&
+      gemm1_own_usable(*own, a.K)) {
     s.own = *own;
   }
   return s;
