@@ -113,6 +113,19 @@ TEST(Sm90DecodeSpec, OwnUsableHost) {
   EXPECT_FALSE(gemm1_own_usable(o, 32)) << "no top-k";
 }
 
+TEST(Sm90DecodeBalance, RuleHost) {
+  // The rule balances the long-K GEMMs only (decode_gemm.h, kDecodeBalanceLongK: TP8xEP4's
+  // 6-step GEMM2 lost under it): Kimi-K3's GEMM1 (K 3584) and EP16's GEMM2 (K 3072) in,
+  // TP8xEP4's GEMM2 (K 384) out; 8 steps (K 512) is the last one out.
+  for (int K : {3584, 3072, 576})
+    EXPECT_TRUE(decode_balance_applies(kDecodeBalanceLongK, K)) << K;
+  for (int K : {384, 512})
+    EXPECT_FALSE(decode_balance_applies(kDecodeBalanceLongK, K)) << K;
+  EXPECT_TRUE(decode_balance_applies(kDecodeBalanceAlways, 384));
+  EXPECT_FALSE(decode_balance_applies(kDecodeBalanceOff, 3584));
+  EXPECT_EQ(kDecodeBalanceDefault, kDecodeBalanceLongK);
+}
+
 TEST(Sm90DecodeSplit, ShortRoundHost) {
   // The occupancy probability against closed forms: 7 picks of 56 all distinct, 56 * 55 * ... * 50
   // / 56^7; never more distinct values than picks; one pick always has one.
