@@ -197,9 +197,10 @@ int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int
 // likely as not, and the expected tiles are at most kDecodeShortRoundMaxPct percent of the
 // slots. A longer second round fills the device again: EP16 8 experts (108 tiles past 660)
 // gained 2.5-3.6 us with split 2, 9 experts (204 past) lost 1.2. GEMM2 is left as it was (not
-// measured). Off until the rule itself is timed against the plain rule on a device (D round 42:
-// no machine came for it): MXMOE_DECODE_SHORT_ROUND=1 turns it on (read once per process), so
-// one binary times both.
+// measured). Timed against the plain rule on an H100 (D round 43, same call): ep16 T=7
+// -5.0..-5.7 us, T=8 -1.1..-4.2, tp8ep4 T=17-18 -2.5..-4.5, but +0.3..+3.2 at tp8ep4 T=16, whose
+// draws fit one round; the balanced stride below gained more and lost nowhere this did, so this
+// stays off: MXMOE_DECODE_SHORT_ROUND=1 turns it on (read once per process).
 constexpr int kDecodeShortRoundMaxPct = 115;
 // The device-side answer to the same short round (bench/NOTES.md D round 43): the bulk ring's
 // clusters learn the real tile count before their first tile, and under balance, when it passes
