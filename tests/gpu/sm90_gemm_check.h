@@ -306,17 +306,17 @@ struct SpecCase {
   }
 };
 
-// A case's balanced tile stride (decode_set_balance): run 0 without, the others with it on both
-// mainloops (for long K), so the runs' bit identity checks that balancing moves tiles between
-// clusters without changing them; the process's setting comes back when it goes out of scope.
-// false: nothing switched (the runs take the process's setting).
+// A case's balanced tile stride (decode_set_balance): run 0 without, the others with it on
+// every GEMM, so the runs' bit identity checks that balancing moves tiles between clusters
+// without changing them; the process's setting comes back when it goes out of scope. false:
+// nothing switched (the runs take the process's setting).
 struct BalanceCase {
   bool on;
   int saved = decode_balance();
   explicit BalanceCase(bool on_) : on(on_) {}
   ~BalanceCase() { decode_set_balance(saved); }
   void before_run(int run) const {
-    if (on) decode_set_balance(run != 0 ? kDecodeBalanceBothLoops : kDecodeBalanceOff);
+    if (on) decode_set_balance(run != 0 ? kDecodeBalanceAlways : kDecodeBalanceOff);
   }
 };
 

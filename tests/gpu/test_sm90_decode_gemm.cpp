@@ -117,20 +117,12 @@ TEST(Sm90DecodeBalance, RuleHost) {
   // The rule balances the long-K GEMMs only (decode_gemm.h, kDecodeBalanceLongK: TP8xEP4's
   // 6-step GEMM2 lost under it): Kimi-K3's GEMM1 (K 3584) and EP16's GEMM2 (K 3072) in,
   // TP8xEP4's GEMM2 (K 384) out; 8 steps (K 512) is the last one out.
-  // The register mainloop only under kDecodeBalanceBothLoops.
-  for (int K : {3584, 3072, 576}) {
-    EXPECT_TRUE(decode_balance_applies(kDecodeBalanceLongK, K, true)) << K;
-    EXPECT_FALSE(decode_balance_applies(kDecodeBalanceLongK, K, false)) << K;
-    EXPECT_TRUE(decode_balance_applies(kDecodeBalanceBothLoops, K, true)) << K;
-    EXPECT_TRUE(decode_balance_applies(kDecodeBalanceBothLoops, K, false)) << K;
-  }
-  for (int K : {384, 512}) {
-    EXPECT_FALSE(decode_balance_applies(kDecodeBalanceLongK, K, true)) << K;
-    EXPECT_FALSE(decode_balance_applies(kDecodeBalanceBothLoops, K, false)) << K;
-  }
-  EXPECT_TRUE(decode_balance_applies(kDecodeBalanceAlways, 384, true));
-  EXPECT_FALSE(decode_balance_applies(kDecodeBalanceAlways, 3584, false));
-  EXPECT_FALSE(decode_balance_applies(kDecodeBalanceOff, 3584, true));
+  for (int K : {3584, 3072, 576})
+    EXPECT_TRUE(decode_balance_applies(kDecodeBalanceLongK, K)) << K;
+  for (int K : {384, 512})
+    EXPECT_FALSE(decode_balance_applies(kDecodeBalanceLongK, K)) << K;
+  EXPECT_TRUE(decode_balance_applies(kDecodeBalanceAlways, 384));
+  EXPECT_FALSE(decode_balance_applies(kDecodeBalanceOff, 3584));
   EXPECT_EQ(kDecodeBalanceDefault, kDecodeBalanceLongK);
 }
 
@@ -370,44 +362,42 @@ TEST(Sm90DecodeSplitKRealWidth, Gemm1ManyTilesPerCluster) {
 }
 
 TEST(Sm90DecodeBalance, SameBitsPastOneRound) {
-  // The balanced tile stride (decode_set_balance) moves tiles between clusters, never changes
-  // one: at EP16's widths (GEMM1 96 tiles per expert, GEMM2 56) one-row experts whose tiles pass
-  // a round of clusters (H100 / H200: 660 split-1 slots) by a little (7 experts, 672 GEMM1
-  // tiles: 336 clusters x 2 instead of 660 + 12), by a round and more (20: 1920 in 3 rounds) and
-  // GEMM2's 14 (784), on both mainloops. Runs 1.. (graph replays) with balance must equal run 0
+  // The bulk ring's balanced tile stride (decode_set_balance) moves tiles between clusters, never
+  // changes one: at EP16's widths (GEMM1 96 tiles per expert, GEMM2 56) one-row experts whose
+  // tiles pass a round of clusters (H100 / H200: 660 split-1 slots) by a little (7 experts,
+  // 672 GEMM1 tiles: 336 clusters x 2 instead of 660 + 12), by a round and more (20: 1920 in 3
+  // rounds) and GEMM2's 14 (784). Runs 1.. (graph replays) with balance must equal run 0
   // without, bit for bit, and the reference.
   MXMOE_REQUIRE_SM90();
   struct RestoreMainloop {
     ~RestoreMainloop() { decode_set_mainloop(0); }  // also after a failed ASSERT
   } restore;
-  for (int mainloop : {kDecodeBulkRing, kDecodeRegStream}) {
-    decode_set_mainloop(mainloop);
-    for (int split : {1, 2}) {
-      for (int experts : {7, 20}) {
-        Gemm1Case c;
-        c.rows.assign(experts, 1);
-        c.I = 3072;
-        c.K = 3584;
-        c.tile_n = 16;
-        c.kernel = kGemmDecode;
-        c.split_k = split;
-        c.graph = true;
-        c.balance = true;
-        c.seed = 60 + experts + split;
-        run_gemm1_case(c);
-      }
-      Gemm2Case c2;
-      c2.rows.assign(14, 1);
-      c2.H = 3584;
-      c2.I = 3072;
-      c2.tile_n = 16;
-      c2.kernel = kGemmDecode;
-      c2.split_k = split;
-      c2.graph = true;
-      c2.balance = true;
-      c2.seed = 80 + split;
-      run_gemm2_case(c2);
+  decode_set_mainloop(kDecodeBulkRing);
+  for (int split : {1, 2}) {
+    for (int experts : {7, 20}) {
+      Gemm1Case c;
+      c.rows.assign(experts, 1);
+      c.I = 3072;
+      c.K = 3584;
+      c.tile_n = 16;
+      c.kernel = kGemmDecode;
+      c.split_k = split;
+      c.graph = true;
+      c.balance = true;
+      c.seed = 60 + experts + split;
+      run_gemm1_case(c);
     }
+    Gemm2Case c2;
+    c2.rows.assign(14, 1);
+    c2.H = 3584;
+    c2.I = 3072;
+    c2.tile_n = 16;
+    c2.kernel = kGemmDecode;
+    c2.split_k = split;
+    c2.graph = true;
+    c2.balance = true;
+    c2.seed = 80 + split;
+    run_gemm2_case(c2);
   }
 }
 

@@ -45,9 +45,7 @@ const int g_forced_split[2] = {valid_split(smxx::env_int("MXMOE_DECODE_SPLIT2", 
 const bool g_short_round = smxx::env_int("MXMOE_DECODE_SHORT_ROUND", 0) == 1;
 // The bulk ring's balanced tile stride (decode_gemm.h, kDecodeBalance*): MXMOE_DECODE_BALANCE
 // 0 / 1 / 2, default the rule.
-int valid_balance(int m) {
-  return m >= kDecodeBalanceOff && m <= kDecodeBalanceBothLoops ? m : kDecodeBalanceDefault;
-}
+int valid_balance(int m) { return m >= kDecodeBalanceOff && m <= kDecodeBalanceAlways ? m : 1; }
 std::atomic<int> g_balance{
     valid_balance(smxx::env_int("MXMOE_DECODE_BALANCE", kDecodeBalanceDefault))};
 
@@ -239,7 +237,7 @@ template <bool kGemm1>
 DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
                    const Gemm1OwnInputs* own) {
   DecodeSpec s;
-  s.balance = decode_balance_applies(g_balance.load(std::memory_order_relaxed), a.K, bulk);
+  s.balance = bulk && decode_balance_applies(g_balance.load(std::memory_order_relaxed), a.K);
   int mode = g_spec.load(std::memory_order_relaxed);
   if (mode == kDecodeSpecSmall) {
     // Both GEMMs see the same H x I per expert (GEMM1 M = 2 I, K = H; GEMM2 M = H, K = I) and
@@ -319,11 +317,9 @@ void decode_set_mainloop(int m) {
   g_mainloop.store(valid_mainloop(m), std::memory_order_relaxed);
 }
 
-bool decode_balance_applies(int mode, int K, bool bulk) {
-  const bool long_k = K / kStepK > kDecodeBulkMaxSteps;
-  if (!bulk) return mode == kDecodeBalanceBothLoops && long_k;
+bool decode_balance_applies(int mode, int K) {
   return mode == kDecodeBalanceAlways ||
-         ((mode == kDecodeBalanceLongK || mode == kDecodeBalanceBothLoops) && long_k);
+         (mode == kDecodeBalanceLongK && K / kStepK > kDecodeBulkMaxSteps);
 }
 void decode_set_balance(int mode) {
   g_balance.store(valid_balance(mode), std::memory_order_relaxed);

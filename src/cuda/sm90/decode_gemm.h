@@ -212,17 +212,19 @@ constexpr int kDecodeShortRoundMaxPct = 115;
 // -2.5..-4.1; tp8ep4 T=17-18 -2.3..-4.6, T=32 -1.1..-2.4; untouched draws level (+-0.2). It lost
 // only where TP8xEP4's short-K GEMM2 (6 steps per tile, 4-5 rounds) was balanced: T=12 and T=16
 // +0.35..+0.83. So the rule (kDecodeBalanceLongK, the default) balances the GEMMs of more than
-// kDecodeBulkMaxSteps K steps per tile. MXMOE_DECODE_BALANCE (read once per process) and
-// decode_set_balance (tests) choose: 0 off, 1 the rule, 2 every bulk-ring GEMM, 3 the rule on
-// the register mainloop too (D round 45: not yet timed; its ragged last rounds at T >= 64).
+// kDecodeBulkMaxSteps K steps per tile; on by default after a second call (D round 44: off
+// against the rule, ep16 T=7 +6.9..+7.6, T=12 +2.4..+3.4, T=17 up to +10.5, tp8ep4 T=17
+// +3.2..+4.1; the rule's worst loss, ep16 T=17 at 16 experts, 0.4-1.9 us).
+// MXMOE_DECODE_BALANCE (read once per process: 0 off, 1 the rule, 2 every GEMM) and
+// decode_set_balance (tests) choose.
+// The register mainloop has no balance: tried there (D round 45), it lost at EP16 T=128-256
+// (+4..+10 us) and TP8xEP4 T=256 (+3..+5.5), and gained only 0.3-2.6 at TP8xEP4 T=64-128.
 constexpr int kDecodeBalanceOff = 0;
 constexpr int kDecodeBalanceLongK = 1;
 constexpr int kDecodeBalanceAlways = 2;
-constexpr int kDecodeBalanceBothLoops = 3;
 constexpr int kDecodeBalanceDefault = kDecodeBalanceLongK;
-// Whether a GEMM of reduction length K on the bulk ring (bulk) or the register mainloop balances
-// its tiles under `mode`.
-bool decode_balance_applies(int mode, int K, bool bulk);
+// Whether a bulk-ring GEMM of reduction length K balances its tiles under `mode`.
+bool decode_balance_applies(int mode, int K);
 void decode_set_balance(int mode);
 int decode_balance();
 bool decode_short_round(int m_tiles, int KT, int rows, int num_experts, const int (&slots)[4]);

@@ -152,7 +152,6 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
   if constexpr (S > 1) cluster_sync_all();  // peers' barriers exist before any remote arrive
   TileWalker walk;
   const int total = sPrefix[p.num_experts];
-  const int stride = tile_stride(total, nclu, spec.balance);  // (decode_tile.cuh)
   const int64_t mk = static_cast<int64_t>(p.M) * p.K;
   const uint64_t policy = evict_first_policy();
   // This thread's fragment and scale word of step 0 of its rank's K slice, for tile ti.
@@ -240,7 +239,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
   const uint32_t lm_wide = step_lm_offset<false>(lane, kPitch);
   const uint32_t lm_narrow = step_lm_offset<true>(lane, kPitch);
   int n_red = 0;
-  int tile = cid < stride ? cid : total;  // total: no tile
+  int tile = cid;
   TileInfo ti{};
   if (tile < total) {
     ti = walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile, lane);
@@ -259,7 +258,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
       start_chunks(ti);
     }
   }
-  for (; tile < total; tile += stride) {
+  for (; tile < total; tile += nclu) {
     const uint8_t* wq = frag_ptr(ti);
     const uint8_t* ws = scale_ptr(ti);
     float d[8];
@@ -315,13 +314,12 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
     const TileInfo cur = ti;
     Gemm2Cols cols{};
     if (!kGemm1 && rank == 0) cols = gemm2_cols(p, cur, t);  // in flight during start_tile
-    if (tile + stride < total) {  // the next tile's loads fly during this tile's epilogue
-      ti = walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile + stride,
+    if (tile + nclu < total) {  // the next tile's loads fly during this tile's epilogue
+      ti = walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile + nclu,
                      lane);
       start_tile(ti);
     }
-    finish_tile<S, kGemm1, L>(p, cur, cols, d, smem, sbase, rank, tile + stride >= total,
-                              n_red);
+    finish_tile<S, kGemm1, L>(p, cur, cols, d, smem, sbase, rank, tile + nclu >= total, n_red);
   }
 }
 
