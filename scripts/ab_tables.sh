@@ -12,9 +12,10 @@ gemm_only_rows() {
 e2e_row() {
   grep -E '^(ep16|tp8ep4) ' "$1" | awk '{printf "%s/%s/%s %s  ", $1, $2, $6, $9}'
 }
-# env_ab_rows DIR: one line per case of the `mxmoe bench --csv` files DIR/{a,b}.SEED.PASS.csv
-# (gpu_ab_env.sh): "layout T routing backend router seed used | A medians | B medians | B-A"
-# (us, B-A of the means), sorted; first a count of rows whose output check is not ok.
+# env_ab_rows DIR: one line per case of the `mxmoe bench --csv` files DIR/{a,b,c}.SEED.PASS.csv
+# (gpu_ab_env.sh; c only with a third variant): "layout T routing backend router seed used |
+# A medians | B medians | B-A [| C medians | C-A]" (us, differences of the means), sorted; first
+# a count of rows whose output check is not ok.
 env_ab_rows() {
   awk -F, '
     FNR == 1 { n = split(FILENAME, f, "/"); split(f[n], q, "."); v = q[1]; seed = q[2]; next }
@@ -22,14 +23,18 @@ env_ab_rows() {
       k = $1 " " $2 " " $6 " " $7 " " $8 " " seed
       used[k] = $10
       if ($22 != "ok") bad++
-      if (v == "a") { a[k] = a[k] sprintf(" %.1f", $11); sa[k] += $11; na[k]++ }
-      else { b[k] = b[k] sprintf(" %.1f", $11); sb[k] += $11; nb[k]++ }
+      t[v, k] = t[v, k] sprintf(" %.1f", $11); s[v, k] += $11; m[v, k]++
     }
     END {
       print "rows whose output check is not ok: " bad + 0
-      for (k in used)
-        if (na[k] && nb[k])
-          printf "%s used %s | A%s | B%s | B-A %+.2f\n", k, used[k], a[k], b[k],
-                 sb[k] / nb[k] - sa[k] / na[k] | "sort -k1,1 -k2,2n -k3 -k4 -k5 -k6"
-    }' "$1"/a.*.csv "$1"/b.*.csv
+      for (k in used) {
+        if (!m["a", k] || !m["b", k]) continue
+        a = s["a", k] / m["a", k]
+        line = sprintf("%s used %s | A%s | B%s | B-A %+.2f", k, used[k], t["a", k], t["b", k],
+                       s["b", k] / m["b", k] - a)
+        if (m["c", k])
+          line = line sprintf(" | C%s | C-A %+.2f", t["c", k], s["c", k] / m["c", k] - a)
+        print line | "sort -k1,1 -k2,2n -k3 -k4 -k5 -k6"
+      }
+    }' "$1"/[abc].*.csv
 }

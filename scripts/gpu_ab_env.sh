@@ -6,6 +6,7 @@
 # variants' medians: a decode row's time steps with them, bench/NOTES.md D round 41).
 #   MXMOE_AB_B      the B variant's environment, e.g. "MXMOE_DECODE_SHORT_ROUND=1" (required)
 #   MXMOE_AB_A      the A variant's environment (default empty: the rule)
+#   MXMOE_AB_C      a third variant's environment (default none), e.g. MXMOE_DECODE_BALANCE=1
 #   MXMOE_AB_BENCH  the bench flags (default: uniform caller ids, 100 reps, ep16 and tp8ep4 at
 #                   T = 1 and 8, no baselines)
 #   MXMOE_AB_SEEDS  the bench seeds (default "1234 77"); MXMOE_AB_PASSES (default 2)
@@ -16,6 +17,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . scripts/ab_tables.sh
+. scripts/lib/gpu_build.sh
 B=$PWD/build-gpu
 LOG=${OUT:-$B/logs}
 CSV=$B/ab_env
@@ -23,6 +25,9 @@ mkdir -p "$LOG"
 rm -rf "$CSV" && mkdir -p "$CSV"
 B_ENV=${MXMOE_AB_B:?set MXMOE_AB_B to the B variant environment, e.g. MXMOE_DECODE_SHORT_ROUND=1}
 A_ENV=${MXMOE_AB_A:-}
+C_ENV=${MXMOE_AB_C:-}
+VARIANTS="a b"
+[ -n "$C_ENV" ] && VARIANTS="a b c"
 DEFAULT_BENCH="--routing uniform --router ids --no-baselines --reps 100 --layouts ep16,tp8ep4"
 BENCH=${MXMOE_AB_BENCH:-$DEFAULT_BENCH --tokens 1,8}
 SEEDS=${MXMOE_AB_SEEDS:-1234 77}
@@ -30,13 +35,8 @@ PASSES=${MXMOE_AB_PASSES:-2}
 TESTS=${MXMOE_AB_TESTS-*Host*:*SplitK*:*RealWidth*}
 t0=$(date +%s)
 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1
-deps=()
-[ -d .deps/googletest ] && deps+=(-DMXMOE_GTEST_DIR="$PWD/.deps/googletest")
-[ -d .deps/json ] && deps+=(-DMXMOE_JSON_INCLUDE="$PWD/.deps/json")
-cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXMOE_ENABLE_CUDA=ON "${deps[@]}" \
-  > "$LOG/configure.log" 2>&1 || { tail -20 "$LOG/configure.log"; exit 1; }
-ninja -C "$B" -j16 mxmoe test_sm90_decode_gemm > "$LOG/build.log" 2>&1 ||
-  { grep -E "error|FAILED" "$LOG/build.log" | head -20; exit 1; }
+gpu_configure "$PWD" "$B" "$LOG/configure.log" || exit 1
+gpu_build "$B" "$LOG/build.log" 16 mxmoe test_sm90_decode_gemm || exit 1
 echo "build ok $(( $(date +%s) - t0 ))s"
 tests_rc=0
 if [ -n "$TESTS" ]; then
@@ -48,9 +48,10 @@ fi
 bench_rc=0
 for pass in $(seq 1 "$PASSES"); do
   for seed in $SEEDS; do
-    for v in a b; do
+    for v in $VARIANTS; do
       envs=$A_ENV
       [ $v = b ] && envs=$B_ENV
+      [ $v = c ] && envs=$C_ENV
       # shellcheck disable=SC2086  # the flags and the environment are word lists
       env $envs "$B/tools/mxmoe/mxmoe" bench $BENCH --seed "$seed" --csv "$CSV/$v.$seed.$pass.csv" \
         > "$CSV/$v.$seed.$pass.log" 2>&1 || { bench_rc=1; tail -3 "$CSV/$v.$seed.$pass.log"; }
@@ -59,7 +60,8 @@ for pass in $(seq 1 "$PASSES"); do
   echo "pass $pass done $(( $(date +%s) - t0 ))s"
 done
 {
-  echo "A: ${A_ENV:-(no knob)}  B: $B_ENV  bench: $BENCH  seeds: $SEEDS  passes: $PASSES"
+  echo "A: ${A_ENV:-(no knob)}  B: $B_ENV${C_ENV:+  C: $C_ENV}  bench: $BENCH  seeds: $SEEDS" \
+    " passes: $PASSES"
   env_ab_rows "$CSV"
 } > "$LOG/ab_env.txt"
 cat "$LOG/ab_env.txt"

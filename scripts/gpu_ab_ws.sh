@@ -7,16 +7,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/ab_tables.sh
+. scripts/lib/gpu_build.sh
 B=$PWD/build-gpu
 LOG=${OUT:-$B/logs}
 mkdir -p "$LOG"
-deps=()
-[ -d .deps/googletest ] && deps+=(-DMXMOE_GTEST_DIR="$PWD/.deps/googletest")
-[ -d .deps/json ] && deps+=(-DMXMOE_JSON_INCLUDE="$PWD/.deps/json")
-cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXMOE_ENABLE_CUDA=ON "${deps[@]}" \
-  > "$LOG/configure.log" 2>&1 || { tail -20 "$LOG/configure.log"; exit 1; }
-ninja -C "$B" -j16 test_sm90_grouped_gemm mxmoe ${MXMOE_AB_TARGETS:-} > "$LOG/build.log" 2>&1 ||
-  { grep -E "error|FAILED" "$LOG/build.log" | head -20; exit 1; }
+gpu_configure "$PWD" "$B" "$LOG/configure.log" || exit 1
+# shellcheck disable=SC2086  # MXMOE_AB_TARGETS is a word list
+gpu_build "$B" "$LOG/build.log" 16 test_sm90_grouped_gemm mxmoe ${MXMOE_AB_TARGETS:-} || exit 1
 echo "build ok; spills: $(grep -c 'bytes spill' "$LOG/build.log")"
 "$B/tests/gpu/test_sm90_grouped_gemm" > "$LOG/gemm_tests.txt" 2>&1
 echo "test_sm90_grouped_gemm rc $?: $(grep -E '^\[  (PASSED|FAILED)' "$LOG/gemm_tests.txt" | tr '\n' ' ')"

@@ -41,13 +41,10 @@ nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv
   > "$SIDE/gpu.txt" 2>&1 || true
 note "gpu: $(head -1 "$SIDE/gpu.txt")"
 
-deps=()
-[ -d .deps/googletest ] && deps+=(-DMXMOE_GTEST_DIR="$ROOT/.deps/googletest")
-[ -d .deps/json ] && deps+=(-DMXMOE_JSON_INCLUDE="$ROOT/.deps/json")
-if ! cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXMOE_ENABLE_CUDA=ON "${deps[@]}" \
-    > "$SIDE/configure.log" 2>&1; then
+. scripts/lib/gpu_build.sh
+if ! gpu_configure "$ROOT" "$B" "$SIDE/configure.log"; then
   cp "$SIDE/configure.log" "$LOG/" 2>/dev/null
-  tail -20 "$SIDE/configure.log"; note "configure: FAILED (configure.log)"
+  note "configure: FAILED (configure.log)"
   printf '%s\n' "---- summary ----" "${SUMMARY[@]}"; exit 1
 fi
 grep -q "CUDA kernels ON" "$SIDE/configure.log" || note "configure: WARNING CUDA kernels OFF"
@@ -205,8 +202,7 @@ fi
 # (MoeChainBench.DISABLED_ChainTimeline, D round 36: CHAIN lines): timeline.txt.
 if [ -n "${MXMOE_GPU_TIMELINE:-}" ]; then
   TL=$ROOT/build-gpu-tl
-  if cmake -S . -B "$TL" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXMOE_ENABLE_CUDA=ON \
-       -DMXMOE_DECODE_TIMELINE=ON "${deps[@]}" > "$SIDE/configure_tl.log" 2>&1 &&
+  if gpu_configure "$ROOT" "$TL" "$SIDE/configure_tl.log" -DMXMOE_DECODE_TIMELINE=ON &&
      ninja -C "$TL" -j"$JOBS" test_sm90_decode_gemm test_gpu_moe_decode_spec \
        > "$LOG/build_tl.log" 2>&1; then
     tl_rc=0

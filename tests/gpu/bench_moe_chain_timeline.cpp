@@ -87,31 +87,6 @@ double median(std::vector<double> v) {
   return v.empty() ? -1 : v[v.size() / 2];
 }
 
-// The median of n replays of `exec` enqueued without a host sync between them, each behind a
-// memset of flush_bytes (none: warm), timed by events around the launch alone.
-float pipelined_graph_us(cudaGraphExec_t exec, cudaStream_t st, void* flush, size_t flush_bytes,
-                         int n) {
-  std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(n), nullptr);
-  bool ok = true;
-  for (auto& e : ev) ok = ok && cudaEventCreate(&e) == cudaSuccess;
-  for (int i = 0; ok && i < n; ++i) {
-    if (flush_bytes > 0) ok = cudaMemsetAsync(flush, i & 0xFF, flush_bytes, st) == cudaSuccess;
-    ok = ok && cudaEventRecord(ev[2 * i], st) == cudaSuccess &&
-         cudaGraphLaunch(exec, st) == cudaSuccess &&
-         cudaEventRecord(ev[2 * i + 1], st) == cudaSuccess;
-  }
-  ok = ok && cudaStreamSynchronize(st) == cudaSuccess;
-  std::vector<double> us;
-  for (int i = 0; ok && i < n; ++i) {
-    float ms = 0;
-    ok = cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]) == cudaSuccess;
-    us.push_back(1e3 * ms);
-  }
-  for (auto e : ev)
-    if (e) cudaEventDestroy(e);
-  return ok ? static_cast<float>(median(us)) : -1.0f;
-}
-
 // Caller ids of T tokens whose local pairs number T * per_token (the first seed from `seed` on
 // that draws it), so the step has the typical expert count of the layout; also the distinct
 // local experts that draw reaches.
@@ -186,7 +161,7 @@ TEST(MoeChainBench, DISABLED_ChainTimeline) {
         // The same graph timed as `mxmoe bench` times it (bench/timing.cpp): the replays queued
         // back to back, each behind its flush, one host sync at the end (D round 41: the bench
         // read ~10 us above this test's synced median at EP16 T=8).
-        const float piped = pipelined_graph_us(exec, st, flush.get(), flush_bytes, 40);
+        const float piped = median_pipelined_graph_us(exec, st, flush.get(), flush_bytes, 40);
         ASSERT_GT(piped, 0.0f);
         // [replay][kernel][event][min, median, max]
         const char* names[] = {"prologue (group)", "prologue (rows)", "GEMM1", "GEMM2", "combine"};

@@ -105,6 +105,40 @@ float median_graph_us(const std::function<cudaError_t(cudaStream_t)>& enqueue, c
                          flush_bytes, warmup, timed);
 }
 
+float median_pipelined_graph_us(cudaGraphExec_t exec, cudaStream_t s, void* flush,
+                                size_t flush_bytes, int timed) {
+  std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(timed), nullptr);
+  struct Destroy {
+    std::vector<cudaEvent_t>& ev;
+    ~Destroy() {
+      for (auto e : ev)
+        if (e) cudaEventDestroy(e);
+    }
+  } destroy{ev};
+  for (auto& e : ev)
+    if (!cuda_step(cudaEventCreate(&e), "cudaEventCreate")) return -1.0f;
+  for (int i = 0; i < timed; ++i) {
+    if (flush_bytes > 0 &&
+        !cuda_step(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, s), "the L2 flush's memset"))
+      return -1.0f;
+    if (!cuda_step(cudaEventRecord(ev[2 * i], s), "cudaEventRecord") ||
+        !cuda_step(cudaGraphLaunch(exec, s), "cudaGraphLaunch") ||
+        !cuda_step(cudaEventRecord(ev[2 * i + 1], s), "cudaEventRecord"))
+      return -1.0f;
+  }
+  if (!cuda_step(cudaStreamSynchronize(s), "cudaStreamSynchronize")) return -1.0f;
+  std::vector<float> t(timed);
+  for (int i = 0; i < timed; ++i) {
+    float ms = 0.0f;
+    if (!cuda_step(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]), "cudaEventElapsedTime"))
+      return -1.0f;
+    t[i] = ms * 1000.0f;
+  }
+  if (t.empty()) return -1.0f;
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 float Rng::normal() {
   // Box-Muller; u1 in (0, 1].
   const double u1 = 1.0 - uniform(), u2 = uniform();

@@ -46,6 +46,11 @@ float median_event_us(const std::function<cudaError_t(cudaStream_t)>& run, cudaS
 // of its launches), timed as graph launches.
 float median_graph_us(const std::function<cudaError_t(cudaStream_t)>& enqueue, cudaStream_t s,
                       void* flush, size_t flush_bytes, int warmup, int timed);
+// The median of `timed` replays of exec enqueued back to back (no host sync between them, as an
+// engine's step follows the last), each behind a write of flush_bytes at flush (0: warm), timed
+// by events around the graph launch alone; -1 (and a gtest failure naming the call) on a failure.
+float median_pipelined_graph_us(cudaGraphExec_t exec, cudaStream_t s, void* flush,
+                                size_t flush_bytes, int timed);
 
 #define CUDA_OK(expr)                                                           \
   do {                                                                          \

@@ -306,6 +306,20 @@ struct SpecCase {
   }
 };
 
+// A case's balanced tile stride (decode_set_balance): run 0 without, the others with it on
+// every GEMM, so the runs' bit identity checks that balancing moves tiles between clusters
+// without changing them; the process's setting comes back when it goes out of scope. false:
+// nothing switched (the runs take the process's setting).
+struct BalanceCase {
+  bool on;
+  int saved = decode_balance();
+  explicit BalanceCase(bool on_) : on(on_) {}
+  ~BalanceCase() { decode_set_balance(saved); }
+  void before_run(int run) const {
+    if (on) decode_set_balance(run != 0 ? kDecodeBalanceAlways : kDecodeBalanceOff);
+  }
+};
+
 // ---------------------------------------------------------------------------------------------
 struct Gemm1Case {
   std::vector<int> rows;  // per expert
@@ -321,6 +335,7 @@ struct Gemm1Case {
   int s_lo = 120, s_hi = 130;
   uint64_t seed = 1;
   int spec = 0;            // DecodeSpec mode of runs 1.. (run 0 runs without; SpecCase)
+  bool balance = false;    // runs 1.. with the balanced tile stride (BalanceCase)
 };
 
 inline void run_gemm1_case(const Gemm1Case& c) {
@@ -382,16 +397,19 @@ inline void run_gemm1_case(const Gemm1Case& c) {
   p.g.kernel = c.kernel;
   p.g.split_k = c.split_k;
   const SpecCase spec(c.spec, c.rows, max_rows - pairs, c.seed, &p.g);
+  const BalanceCase balance(c.balance);
 
   const int runs = c.runs > 0 ? c.runs : c.graph ? 4 : 2;
   std::vector<std::vector<uint16_t>> h(runs);
   CapturedLaunch graph;
   spec.before_run(1);
+  balance.before_run(1);
   if (c.graph) CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm1(p, num_sms(), s); }));
   for (int run = 0; run < runs; ++run) {
     CUDA_OK(cudaMemset(d_h.get(), 0xFF, d_h.size() * 2));  // poison: BF16 NaN
     CUDA_OK(cudaDeviceSynchronize());
     spec.before_run(run);
+    balance.before_run(run);
     CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm1(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(d_h.download(&h[run]));
@@ -405,10 +423,10 @@ inline void run_gemm1_case(const Gemm1Case& c) {
 
   char name[200];
   snprintf(name, sizeof(name),
-           "gemm1 I=%d K=%d E=%d pairs=%d tile_n=%d %s%s kernel=%d split=%d%s spec=%d", I, K, E,
+           "gemm1 I=%d K=%d E=%d pairs=%d tile_n=%d %s%s kernel=%d split=%d%s spec=%d%s", I, K, E,
            pairs, c.tile_n != 0 ? c.tile_n : choose_tile_n(max_rows, E),
            c.mxfp8_out ? "mxfp8" : "bf16", c.per_expert_beta ? " per-expert-beta" : "", c.kernel,
-           c.split_k, c.graph ? " graph" : "", c.spec);
+           c.split_k, c.graph ? " graph" : "", c.spec, c.balance ? " balance" : "");
   Compare cmp{name};
   std::vector<float> wd(static_cast<size_t>(2) * I * K), xf(K);
   std::vector<double> gate(I), up(I), gsum(I), usum(I);
@@ -483,6 +501,7 @@ struct Gemm2Case {
   bool direct = true;  // also run with an out_token table (check_gemm2_direct)
   int scale_offset = 0;  // bytes: the scales at d_ws + scale_offset (4: not 16-byte aligned)
   int spec = 0;          // as Gemm1Case::spec
+  bool balance = false;  // as Gemm1Case::balance
 };
 
 inline void run_gemm2_case(const Gemm2Case& c) {
@@ -536,16 +555,19 @@ inline void run_gemm2_case(const Gemm2Case& c) {
   p.g.kernel = c.kernel;
   p.g.split_k = c.split_k;
   const SpecCase spec(c.spec, c.rows, max_rows - pairs, c.seed, &p.g);
+  const BalanceCase balance(c.balance);
 
   const int runs = c.graph ? 4 : 2;
   std::vector<std::vector<float>> y(runs);
   CapturedLaunch graph;
   spec.before_run(1);
+  balance.before_run(1);
   if (c.graph) CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm2(p, num_sms(), s); }));
   for (int run = 0; run < runs; ++run) {
     CUDA_OK(cudaMemset(d_y.get(), 0xFF, d_y.size() * 4));  // poison: fp32 NaN
     CUDA_OK(cudaDeviceSynchronize());
     spec.before_run(run);
+    balance.before_run(run);
     CUDA_OK(run > 0 && c.graph ? graph.replay() : launch_gemm2(p, num_sms(), 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(d_y.download(&y[run]));
@@ -561,9 +583,9 @@ inline void run_gemm2_case(const Gemm2Case& c) {
 
   char name[180];
   snprintf(name, sizeof(name),
-           "gemm2 H=%d I=%d E=%d pairs=%d tile_n=%d kernel=%d split=%d%s spec=%d", H, I, E, pairs,
+           "gemm2 H=%d I=%d E=%d pairs=%d tile_n=%d kernel=%d split=%d%s spec=%d%s", H, I, E, pairs,
            c.tile_n != 0 ? c.tile_n : choose_tile_n(max_rows, E), c.kernel, c.split_k,
-           c.graph ? " graph" : "", c.spec);
+           c.graph ? " graph" : "", c.spec, c.balance ? " balance" : "");
   Compare cmp{name};
   std::vector<float> wd(static_cast<size_t>(H) * I), hf(I);
   for (int e = 0; e < E; ++e) {

@@ -90,6 +90,42 @@ TEST(Sm90DecodeSpec, OwnWindowHost) {
     EXPECT_EQ(decode_spec_own(c.rows, c.pairs), c.in) << c.rows << " rows, " << c.pairs << " ids";
 }
 
+TEST(Sm90DecodeSpec, OwnUsableHost) {
+  // The caller offers GEMM1 its own rows only where the bulk copies can read them (run.cpp sets
+  // GroupedProblem::gemm1_own_offered from this): 16-byte aligned rows of K or more elements,
+  // a stride of whole 16-byte chunks, a top-k. (Host only: the pointers are never read.)
+  alignas(16) static const __nv_bfloat16 rows[64] = {};
+  Gemm1OwnInputs o;
+  EXPECT_FALSE(gemm1_own_usable(o, 32)) << "no rows";
+  o.x = rows;
+  o.x_stride = 32;
+  o.top_k = 16;
+  EXPECT_TRUE(gemm1_own_usable(o, 32));
+  EXPECT_TRUE(gemm1_own_usable(o, 24)) << "a wider stride than K";
+  EXPECT_FALSE(gemm1_own_usable(o, 40)) << "stride below K";
+  o.x = rows + 1;
+  EXPECT_FALSE(gemm1_own_usable(o, 32)) << "rows 2 bytes off 16";
+  o.x = rows;
+  o.x_stride = 36;
+  EXPECT_FALSE(gemm1_own_usable(o, 32)) << "stride not a multiple of 8 elements";
+  o.x_stride = 32;
+  o.top_k = 0;
+  EXPECT_FALSE(gemm1_own_usable(o, 32)) << "no top-k";
+}
+
+TEST(Sm90DecodeBalance, RuleHost) {
+  // The rule balances the long-K GEMMs only (decode_gemm.h, kDecodeBalanceLongK: TP8xEP4's
+  // 6-step GEMM2 lost under it): Kimi-K3's GEMM1 (K 3584) and EP16's GEMM2 (K 3072) in,
+  // TP8xEP4's GEMM2 (K 384) out; 8 steps (K 512) is the last one out.
+  for (int K : {3584, 3072, 576})
+    EXPECT_TRUE(decode_balance_applies(kDecodeBalanceLongK, K)) << K;
+  for (int K : {384, 512})
+    EXPECT_FALSE(decode_balance_applies(kDecodeBalanceLongK, K)) << K;
+  EXPECT_TRUE(decode_balance_applies(kDecodeBalanceAlways, 384));
+  EXPECT_FALSE(decode_balance_applies(kDecodeBalanceOff, 3584));
+  EXPECT_EQ(kDecodeBalanceDefault, kDecodeBalanceLongK);
+}
+
 TEST(Sm90DecodeSplit, ShortRoundHost) {
   // The occupancy probability against closed forms: 7 picks of 56 all distinct, 56 * 55 * ... * 50
   // / 56^7; never more distinct values than picks; one pick always has one.
@@ -322,6 +358,46 @@ TEST(Sm90DecodeSplitKRealWidth, Gemm1ManyTilesPerCluster) {
       c.seed = 40 + split;
       run_gemm1_case(c);
     }
+  }
+}
+
+TEST(Sm90DecodeBalance, SameBitsPastOneRound) {
+  // The bulk ring's balanced tile stride (decode_set_balance) moves tiles between clusters, never
+  // changes one: at EP16's widths (GEMM1 96 tiles per expert, GEMM2 56) one-row experts whose
+  // tiles pass a round of clusters (H100 / H200: 660 split-1 slots) by a little (7 experts,
+  // 672 GEMM1 tiles: 336 clusters x 2 instead of 660 + 12), by a round and more (20: 1920 in 3
+  // rounds) and GEMM2's 14 (784). Runs 1.. (graph replays) with balance must equal run 0
+  // without, bit for bit, and the reference.
+  MXMOE_REQUIRE_SM90();
+  struct RestoreMainloop {
+    ~RestoreMainloop() { decode_set_mainloop(0); }  // also after a failed ASSERT
+  } restore;
+  decode_set_mainloop(kDecodeBulkRing);
+  for (int split : {1, 2}) {
+    for (int experts : {7, 20}) {
+      Gemm1Case c;
+      c.rows.assign(experts, 1);
+      c.I = 3072;
+      c.K = 3584;
+      c.tile_n = 16;
+      c.kernel = kGemmDecode;
+      c.split_k = split;
+      c.graph = true;
+      c.balance = true;
+      c.seed = 60 + experts + split;
+      run_gemm1_case(c);
+    }
+    Gemm2Case c2;
+    c2.rows.assign(14, 1);
+    c2.H = 3584;
+    c2.I = 3072;
+    c2.tile_n = 16;
+    c2.kernel = kGemmDecode;
+    c2.split_k = split;
+    c2.graph = true;
+    c2.balance = true;
+    c2.seed = 80 + split;
+    run_gemm2_case(c2);
   }
 }
 

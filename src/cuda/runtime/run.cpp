@@ -317,7 +317,8 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
       g1.own.beta = p.beta;
       g1.own.per_expert_linear_beta = p.per_expert_linear_beta;
       g1.own.linear_beta = p.linear_beta;
-      gp.gemm1_own_offered = true;
+      // (Rows the bulk copies cannot read: no offer, so GEMM2's rule does not assume one.)
+      gp.gemm1_own_offered = sm90::gemm1_own_usable(g1.own, H);
     }
     g1.g = gp;
     sm90::CountedGemm1 counted;

@@ -180,7 +180,9 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     build_tile_prefix_from_ids<kBN, kBulkThreads, kMaxExperts>(
         p, spec.ids, spec.pairs, spec.expert_start, m_tiles, sPrefix, sWarp, sSpan);
     if constexpr (S > 1) cluster_sync_all();  // peers' barriers exist before any remote arrive
-    if (spec.preload && warp == 4 && cid < sPrefix[p.num_experts]) {
+    // (A cluster past the balanced stride has no tile: it must not leave copies in flight.)
+    const int tiles = sPrefix[p.num_experts];
+    if (spec.preload && warp == 4 && cid < tiles && cid < tile_stride(tiles, nclu, spec.balance)) {
       const TileInfo ti =
           walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, cid, lane);
       const uint8_t* wq = weight_src(ti);
@@ -216,6 +218,8 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     if constexpr (S > 1) cluster_sync_all();   // peers' barriers exist before any remote arrive
   }
   const int total = sPrefix[p.num_experts];
+  const int stride = tile_stride(total, nclu, spec.balance);
+  const int first = cid < stride ? cid : total;  // this cluster's first tile (total: none)
   // GEMM1's early trigger (DecodeSpec::trigger): GEMM2's CTAs start while this grid finishes.
   if constexpr (kGemm1) {
     if (spec.trigger == kTriggerAlways ||
@@ -229,7 +233,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     // ================= producer warp =================
     const uint64_t policy = evict_first_policy();
     uint32_t it = 0;
-    for (int tile = cid; tile < total; tile += nclu) {
+    for (int tile = first; tile < total; tile += stride) {
       const TileInfo ti =
           walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile, lane);
       const uint8_t* wq = weight_src(ti);
@@ -288,7 +292,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
   const uint32_t lm_narrow = step_lm_offset<true>(lane, kActPitch);
   uint32_t it = 0;
   int n_red = 0;  // split tiles done (parity of the red barriers)
-  for (int tile = cid; tile < total; tile += nclu) {
+  for (int tile = first; tile < total; tile += stride) {
     const TileInfo ti =
         walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile, lane);
     Gemm2Cols cols{};
@@ -344,13 +348,13 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
       }
     };
     if (ti.nrows <= kBN / 2) stages(std::true_type()); else stages(std::false_type());
-    if (tile + nclu >= total) timeline_stamp(kGemm1, kTlMath);
+    if (tile + stride >= total) timeline_stamp(kGemm1, kTlMath);
 
     if constexpr (kSpec && kGemm1) {
-      finish_tile<S, kGemm1, L, true>(p, ti, cols, d, smem, sbase, rank, tile + nclu >= total,
+      finish_tile<S, kGemm1, L, true>(p, ti, cols, d, smem, sbase, rank, tile + stride >= total,
                                       n_red, spec);
     } else {
-      finish_tile<S, kGemm1, L>(p, ti, cols, d, smem, sbase, rank, tile + nclu >= total, n_red);
+      finish_tile<S, kGemm1, L>(p, ti, cols, d, smem, sbase, rank, tile + stride >= total, n_red);
     }
   }
   if (own) pdl::wait();  // (own inputs) the chain's earlier kernels end before this one

@@ -41,8 +41,13 @@ int valid_split(int s) { return s == 1 || s == 2 || s == 4 ? s : 0; }
 const int g_forced_split[2] = {valid_split(smxx::env_int("MXMOE_DECODE_SPLIT2", 0)),
                                valid_split(smxx::env_int("MXMOE_DECODE_SPLIT1", 0))};
 // GEMM1's short-round split (decode_gemm.h, decode_short_round): off unless
-// MXMOE_DECODE_SHORT_ROUND=1 (not yet timed as a rule).
+// MXMOE_DECODE_SHORT_ROUND=1 (timed: the balanced stride won, D round 43).
 const bool g_short_round = smxx::env_int("MXMOE_DECODE_SHORT_ROUND", 0) == 1;
+// The bulk ring's balanced tile stride (decode_gemm.h, kDecodeBalance*): MXMOE_DECODE_BALANCE
+// 0 / 1 / 2, default the rule.
+int valid_balance(int m) { return m >= kDecodeBalanceOff && m <= kDecodeBalanceAlways ? m : 1; }
+std::atomic<int> g_balance{
+    valid_balance(smxx::env_int("MXMOE_DECODE_BALANCE", kDecodeBalanceDefault))};
 
 // The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC, a bit set
 // (0..127; the preload and own inputs build on kDecodeSpecTiles; kDecodeSpecSmall stands alone).
@@ -232,6 +237,7 @@ template <bool kGemm1>
 DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
                    const Gemm1OwnInputs* own) {
   DecodeSpec s;
+  s.balance = bulk && decode_balance_applies(g_balance.load(std::memory_order_relaxed), a.K);
   int mode = g_spec.load(std::memory_order_relaxed);
   if (mode == kDecodeSpecSmall) {
     // Both GEMMs see the same H x I per expert (GEMM1 M = 2 I, K = H; GEMM2 M = H, K = I) and
@@ -260,9 +266,8 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
   s.preload = (mode & kDecodeSpecPreload) != 0 ? 1 : 0;
   // (W4A16 only: the rows go to the MMA as they are, so a GEMM1 that requantizes h, W4A8's,
   // never takes them.)
-  if (kGemm1 && bulk && (mode & kDecodeSpecOwnInputs) != 0 && own != nullptr && own->x != nullptr &&
-      !a.mxfp8_out && (reinterpret_cast<uintptr_t>(own->x) & 15u) == 0 &&
-      own->x_stride >= a.K && own->x_stride % 8 == 0 && own->top_k >= 1) {
+  if (kGemm1 && bulk && (mode & kDecodeSpecOwnInputs) != 0 && own != nullptr && !a.mxfp8_out &&
+      gemm1_own_usable(*own, a.K)) {
     s.own = *own;
   }
   return s;
@@ -311,6 +316,15 @@ bool decode_small() { return g_small.load(std::memory_order_relaxed); }
 void decode_set_mainloop(int m) {
   g_mainloop.store(valid_mainloop(m), std::memory_order_relaxed);
 }
+
+bool decode_balance_applies(int mode, int K) {
+  return mode == kDecodeBalanceAlways ||
+         (mode == kDecodeBalanceLongK && K / kStepK > kDecodeBulkMaxSteps);
+}
+void decode_set_balance(int mode) {
+  g_balance.store(valid_balance(mode), std::memory_order_relaxed);
+}
+int decode_balance() { return g_balance.load(std::memory_order_relaxed); }
 
 void decode_set_spec(int mode) { g_spec.store(valid_spec(mode), std::memory_order_relaxed); }
 int decode_spec() { return g_spec.load(std::memory_order_relaxed); }

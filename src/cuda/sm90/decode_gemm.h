@@ -101,6 +101,7 @@ struct DecodeSpec {
   int expert_start = 0;
   int preload = 0;  // the first tile's weights requested before the wait
   int trigger = 0;  // GEMM1 on the bulk ring: kTrigger*, else 0
+  int balance = 0;  // the bulk ring: every working cluster as many tiles (decode_balance_applies)
   // GEMM1 on its own inputs (own.x non-null): the token rows straight from the caller's x, row
   // p's token found in the ids (the glue's stable grouping: the pairs of an expert in pair
   // order, token = pair / top_k), and the SiTU parameters by the glue's own rule
@@ -196,10 +197,36 @@ int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int
 // likely as not, and the expected tiles are at most kDecodeShortRoundMaxPct percent of the
 // slots. A longer second round fills the device again: EP16 8 experts (108 tiles past 660)
 // gained 2.5-3.6 us with split 2, 9 experts (204 past) lost 1.2. GEMM2 is left as it was (not
-// measured). Off until the rule itself is timed against the plain rule on a device (D round 42:
-// no machine came for it): MXMOE_DECODE_SHORT_ROUND=1 turns it on (read once per process), so
-// one binary times both.
+// measured). Timed against the plain rule on an H100 (D round 43, same call): ep16 T=7
+// -5.0..-5.7 us, T=8 -1.1..-4.2, tp8ep4 T=17-18 -2.5..-4.5, but +0.3..+3.2 at tp8ep4 T=16, whose
+// draws fit one round; the balanced stride below gained more and lost nowhere this did, so this
+// stays off: MXMOE_DECODE_SHORT_ROUND=1 turns it on (read once per process).
 constexpr int kDecodeShortRoundMaxPct = 115;
+// The device-side answer to the same short round (bench/NOTES.md D round 43): the bulk ring's
+// clusters learn the real tile count before their first tile, and under balance, when it passes
+// the grid, only as many clusters work as finish it in the same number of rounds with equal
+// shares (decode_tile.cuh, tile_stride; the rest exit at once, their SMs free for the next
+// kernel). Each tile is still computed whole by one cluster, so the output is the same bit for
+// bit. Measured end to end on an H100 (same binary and call, us, both backends, two seeds):
+// ep16 T=7 -8.3..-9.3, T=8 -2.7..-3.5, T=12 -3.2..-4.3, T=16 -1.6..-8.5, T=17 -0.3..-11.8, T=32
+// -2.5..-4.1; tp8ep4 T=17-18 -2.3..-4.6, T=32 -1.1..-2.4; untouched draws level (+-0.2). It lost
+// only where TP8xEP4's short-K GEMM2 (6 steps per tile, 4-5 rounds) was balanced: T=12 and T=16
+// +0.35..+0.83. So the rule (kDecodeBalanceLongK, the default) balances the GEMMs of more than
+// kDecodeBulkMaxSteps K steps per tile; on by default after a second call (D round 44: off
+// against the rule, ep16 T=7 +6.9..+7.6, T=12 +2.4..+3.4, T=17 up to +10.5, tp8ep4 T=17
+// +3.2..+4.1; the rule's worst loss, ep16 T=17 at 16 experts, 0.4-1.9 us).
+// MXMOE_DECODE_BALANCE (read once per process: 0 off, 1 the rule, 2 every GEMM) and
+// decode_set_balance (tests) choose.
+// The register mainloop has no balance: tried there (D round 45), it lost at EP16 T=128-256
+// (+4..+10 us) and TP8xEP4 T=256 (+3..+5.5), and gained only 0.3-2.6 at TP8xEP4 T=64-128.
+constexpr int kDecodeBalanceOff = 0;
+constexpr int kDecodeBalanceLongK = 1;
+constexpr int kDecodeBalanceAlways = 2;
+constexpr int kDecodeBalanceDefault = kDecodeBalanceLongK;
+// Whether a bulk-ring GEMM of reduction length K balances its tiles under `mode`.
+bool decode_balance_applies(int mode, int K);
+void decode_set_balance(int mode);
+int decode_balance();
 bool decode_short_round(int m_tiles, int KT, int rows, int num_experts, const int (&slots)[4]);
 // P(more than cap distinct values among `rows` uniform draws from num_experts), the occupancy
 // distribution by dynamic programming; 1 for rows above 4096 with cap < rows (not needed there).

@@ -95,6 +95,14 @@ struct Gemm1OwnInputs {
   const float* per_expert_linear_beta = nullptr;
   float beta = 0.0f, linear_beta = 0.0f;
 };
+// Whether the decode kernel's bulk copies can read o's rows for a GEMM1 of reduction length K
+// (16-byte aligned rows of at least K elements, a top-k). The caller offers own inputs
+// (GroupedProblem::gemm1_own_offered) only where this holds, so that both GEMMs' rule sees an
+// offer GEMM1 can take.
+inline bool gemm1_own_usable(const Gemm1OwnInputs& o, int64_t K) {
+  return o.x != nullptr && (reinterpret_cast<uintptr_t>(o.x) & 15u) == 0 && o.x_stride >= K &&
+         o.x_stride % 8 == 0 && o.top_k >= 1;
+}
 
 struct Gemm1Params {
   const uint8_t* w_packed = nullptr;  // num_experts prepacked w13 [2I, K]
