@@ -333,6 +333,25 @@ TEST_P(Sm90DecodeSplitK, GraphReplay) {
   c2.spec = c.spec;
   run_gemm2_case(c2);
 }
+// Puts the forced mainloop back to the rule at scope exit, also after a failed ASSERT.
+struct RestoreMainloop {
+  ~RestoreMainloop() { decode_set_mainloop(0); }
+};
+// EP16's GEMM1 at Kimi-K3's widths (M 6144, K 3584: 96 tiles per expert) on the decode kernel:
+// `experts` one-row experts at the given split, three graph replays after the eager run.
+Gemm1Case ep16_gemm1_case(int experts, int split, uint64_t seed) {
+  Gemm1Case c;
+  c.rows.assign(experts, 1);
+  c.I = 3072;
+  c.K = 3584;
+  c.tile_n = 16;
+  c.kernel = kGemmDecode;
+  c.split_k = split;
+  c.graph = true;
+  c.seed = seed;
+  return c;
+}
+
 TEST(Sm90DecodeSplitKRealWidth, Gemm1ManyTilesPerCluster) {
   // EP16's GEMM1 at Kimi-K3's widths (M 6144, K 3584: 96 tiles per expert): 12 one-row experts
   // give 1152 tiles, more than one round of clusters at splits 2 and 4, so each cluster loops
@@ -340,22 +359,12 @@ TEST(Sm90DecodeSplitKRealWidth, Gemm1ManyTilesPerCluster) {
   // split 4 saw one graph replay differ from the direct run at this shape (bench/NOTES.md D round
   // 40); here 16 runs (15 graph replays) must match the first bit for bit and the reference.
   MXMOE_REQUIRE_SM90();
-  struct RestoreMainloop {
-    ~RestoreMainloop() { decode_set_mainloop(0); }  // also after a failed ASSERT
-  } restore;
+  RestoreMainloop restore;
   for (int mainloop : {kDecodeBulkRing, kDecodeRegStream}) {
     for (int split : {2, 4}) {
       decode_set_mainloop(mainloop);
-      Gemm1Case c;
-      c.rows.assign(12, 1);
-      c.I = 3072;
-      c.K = 3584;
-      c.tile_n = 16;
-      c.kernel = kGemmDecode;
-      c.split_k = split;
-      c.graph = true;
+      Gemm1Case c = ep16_gemm1_case(12, split, 40 + split);
       c.runs = 16;
-      c.seed = 40 + split;
       run_gemm1_case(c);
     }
   }
@@ -369,22 +378,12 @@ TEST(Sm90DecodeBalance, SameBitsPastOneRound) {
   // rounds) and GEMM2's 14 (784). Runs 1.. (graph replays) with balance must equal run 0
   // without, bit for bit, and the reference.
   MXMOE_REQUIRE_SM90();
-  struct RestoreMainloop {
-    ~RestoreMainloop() { decode_set_mainloop(0); }  // also after a failed ASSERT
-  } restore;
+  RestoreMainloop restore;
   decode_set_mainloop(kDecodeBulkRing);
   for (int split : {1, 2}) {
     for (int experts : {7, 20}) {
-      Gemm1Case c;
-      c.rows.assign(experts, 1);
-      c.I = 3072;
-      c.K = 3584;
-      c.tile_n = 16;
-      c.kernel = kGemmDecode;
-      c.split_k = split;
-      c.graph = true;
+      Gemm1Case c = ep16_gemm1_case(experts, split, 60 + experts + split);
       c.balance = true;
-      c.seed = 60 + experts + split;
       run_gemm1_case(c);
     }
     Gemm2Case c2;
