@@ -126,6 +126,24 @@ TEST(Sm90DecodeBalance, RuleHost) {
   EXPECT_EQ(kDecodeBalanceDefault, kDecodeBalanceLongK);
 }
 
+TEST(Sm90DecodeBalance, StrideHost) {
+  // decode_tile_stride over tile counts and grids: never past the grid, the same rounds as the
+  // unbalanced walk, every tile walked, and the working clusters' tile counts at most one apart.
+  for (int nclu : {1, 7, 330, 528, 660}) {
+    for (int total = 1; total <= 3000; ++total) {
+      const int s = decode_tile_stride(total, nclu, 1);
+      ASSERT_GE(s, 1);
+      ASSERT_LE(s, nclu) << total << " tiles on " << nclu;
+      const int rounds = (total + nclu - 1) / nclu, balanced = (total + s - 1) / s;
+      ASSERT_EQ(balanced, rounds) << total << " tiles on " << nclu;
+      // Cluster c < s walks tiles c, c + s, ...: ceil((total - c) / s) of them.
+      const int most = (total + s - 1) / s, least = (total - (s - 1) + s - 1) / s;
+      ASSERT_LE(most - least, 1) << total << " tiles on " << nclu;
+      ASSERT_EQ(decode_tile_stride(total, nclu, 0), nclu);
+    }
+  }
+}
+
 TEST(Sm90DecodeSplit, ShortRoundHost) {
   // The occupancy probability against closed forms: 7 picks of 56 all distinct, 56 * 55 * ... * 50
   // / 56^7; never more distinct values than picks; one pick always has one.

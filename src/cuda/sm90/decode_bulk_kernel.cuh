@@ -182,7 +182,8 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     if constexpr (S > 1) cluster_sync_all();  // peers' barriers exist before any remote arrive
     // (A cluster past the balanced stride has no tile: it must not leave copies in flight.)
     const int tiles = sPrefix[p.num_experts];
-    if (spec.preload && warp == 4 && cid < tiles && cid < tile_stride(tiles, nclu, spec.balance)) {
+    if (spec.preload && warp == 4 && cid < tiles &&
+        cid < decode_tile_stride(tiles, nclu, spec.balance)) {
       const TileInfo ti =
           walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, cid, lane);
       const uint8_t* wq = weight_src(ti);
@@ -218,7 +219,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     if constexpr (S > 1) cluster_sync_all();   // peers' barriers exist before any remote arrive
   }
   const int total = sPrefix[p.num_experts];
-  const int stride = tile_stride(total, nclu, spec.balance);
+  const int stride = decode_tile_stride(total, nclu, spec.balance);
   const int first = cid < stride ? cid : total;  // this cluster's first tile (total: none)
   // GEMM1's early trigger (DecodeSpec::trigger): GEMM2's CTAs start while this grid finishes.
   if constexpr (kGemm1) {

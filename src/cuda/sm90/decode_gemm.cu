@@ -45,7 +45,9 @@ const int g_forced_split[2] = {valid_split(smxx::env_int("MXMOE_DECODE_SPLIT2", 
 const bool g_short_round = smxx::env_int("MXMOE_DECODE_SHORT_ROUND", 0) == 1;
 // The bulk ring's balanced tile stride (decode_gemm.h, kDecodeBalance*): MXMOE_DECODE_BALANCE
 // 0 / 1 / 2, default the rule.
-int valid_balance(int m) { return m >= kDecodeBalanceOff && m <= kDecodeBalanceAlways ? m : 1; }
+int valid_balance(int m) {
+  return m >= kDecodeBalanceOff && m <= kDecodeBalanceAlways ? m : kDecodeBalanceDefault;
+}
 std::atomic<int> g_balance{
     valid_balance(smxx::env_int("MXMOE_DECODE_BALANCE", kDecodeBalanceDefault))};
 

@@ -205,7 +205,7 @@ constexpr int kDecodeShortRoundMaxPct = 115;
 // The device-side answer to the same short round (bench/NOTES.md D round 43): the bulk ring's
 // clusters learn the real tile count before their first tile, and under balance, when it passes
 // the grid, only as many clusters work as finish it in the same number of rounds with equal
-// shares (decode_tile.cuh, tile_stride; the rest exit at once, their SMs free for the next
+// shares (decode_tile_stride below; the rest exit at once, their SMs free for the next
 // kernel). Each tile is still computed whole by one cluster, so the output is the same bit for
 // bit. Measured end to end on an H100 (same binary and call, us, both backends, two seeds):
 // ep16 T=7 -8.3..-9.3, T=8 -2.7..-3.5, T=12 -3.2..-4.3, T=16 -1.6..-8.5, T=17 -0.3..-11.8, T=32
@@ -225,6 +225,19 @@ constexpr int kDecodeBalanceAlways = 2;
 constexpr int kDecodeBalanceDefault = kDecodeBalanceLongK;
 // Whether a bulk-ring GEMM of reduction length K balances its tiles under `mode`.
 bool decode_balance_applies(int mode, int K);
+// The stride of a cluster's walk over `total` tiles (tile cid, cid + stride, ...; clusters from
+// stride on have none): nclu, or with `balance` (DecodeSpec::balance) the fewest clusters that
+// finish the tiles in the same number of rounds, so the working clusters' tile counts differ by
+// at most one: 672 tiles on 660 clusters run as 336 x 2, not 660 + 12. (The kernels call it;
+// constexpr, so the host checks it too.)
+constexpr int decode_tile_stride(int total, int nclu, int balance) {
+  if (balance == 0 || total <= nclu) return nclu;
+  const int rounds = (total + nclu - 1) / nclu;
+  return (total + rounds - 1) / rounds;
+}
+static_assert(decode_tile_stride(672, 660, 1) == 336 && decode_tile_stride(672, 660, 0) == 660 &&
+                  decode_tile_stride(660, 660, 1) == 660 && decode_tile_stride(1441, 660, 1) == 481,
+              "balanced strides");
 void decode_set_balance(int mode);
 int decode_balance();
 bool decode_short_round(int m_tiles, int KT, int rows, int num_experts, const int (&slots)[4]);

@@ -158,16 +158,6 @@ __device__ __forceinline__ SplitSlice split_slice(int KT) {
   s.k_end = (static_cast<int>(s.rank) + 1) * KT / S;
   return s;
 }
-// The stride of a cluster's walk over `total` tiles (tile cid, cid + stride, ...; clusters from
-// stride on have none): nclu, or with `balance` (DecodeSpec::balance) the fewest clusters that
-// finish the tiles in the same number of rounds, so every working cluster has as many tiles as
-// the next: 672 tiles on 660 clusters run as 336 x 2, not 660 + 12 (the 12 of the short second
-// round stream nearly alone: bench/NOTES.md D round 41).
-__device__ __forceinline__ int tile_stride(int total, int nclu, int balance) {
-  if (balance == 0 || total <= nclu) return nclu;
-  const int rounds = (total + nclu - 1) / nclu;
-  return (total + rounds - 1) / rounds;
-}
 __device__ __forceinline__ void cluster_sync_all() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
