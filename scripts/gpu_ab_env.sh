@@ -4,7 +4,7 @@
 # `mxmoe bench` under MXMOE_AB_A (default: no knob) and MXMOE_AB_B in turn, for every seed and
 # pass, and prints one line per case last (the distinct experts each draw used beside both
 # variants' medians: a decode row's time steps with them, bench/NOTES.md D round 41).
-#   MXMOE_AB_B      the B variant's environment, e.g. "MXMOE_DECODE_SHORT_ROUND=1" (required)
+#   MXMOE_AB_B      the B variant's environment, e.g. "MXMOE_DECODE_BALANCE=0" (required)
 #   MXMOE_AB_A      the A variant's environment (default empty: the rule)
 #   MXMOE_AB_C      a third variant's environment (default none), e.g. MXMOE_DECODE_BALANCE=1
 #   MXMOE_AB_BENCH  the bench flags (default: uniform caller ids, 100 reps, ep16 and tp8ep4 at
@@ -23,7 +23,7 @@ LOG=${OUT:-$B/logs}
 CSV=$B/ab_env
 mkdir -p "$LOG"
 rm -rf "$CSV" && mkdir -p "$CSV"
-B_ENV=${MXMOE_AB_B:?set MXMOE_AB_B to the B variant environment, e.g. MXMOE_DECODE_SHORT_ROUND=1}
+B_ENV=${MXMOE_AB_B:?set MXMOE_AB_B to the B variant environment, e.g. MXMOE_DECODE_BALANCE=0}
 A_ENV=${MXMOE_AB_A:-}
 C_ENV=${MXMOE_AB_C:-}
 VARIANTS="a b"

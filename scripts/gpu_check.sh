@@ -203,8 +203,8 @@ fi
 if [ -n "${MXMOE_GPU_TIMELINE:-}" ]; then
   TL=$ROOT/build-gpu-tl
   if gpu_configure "$ROOT" "$TL" "$SIDE/configure_tl.log" -DMXMOE_DECODE_TIMELINE=ON &&
-     ninja -C "$TL" -j"$JOBS" test_sm90_decode_gemm test_gpu_moe_decode_spec \
-       > "$LOG/build_tl.log" 2>&1; then
+     gpu_build "$TL" "$LOG/build_tl.log" "$JOBS" test_sm90_decode_gemm test_gpu_moe_decode_spec
+  then
     tl_rc=0
     : > "$LOG/timeline.txt"
     for tl_bin in test_sm90_decode_gemm test_gpu_moe_decode_spec; do

@@ -144,39 +144,6 @@ TEST(Sm90DecodeBalance, StrideHost) {
   }
 }
 
-TEST(Sm90DecodeSplit, ShortRoundHost) {
-  // The occupancy probability against closed forms: 7 picks of 56 all distinct, 56 * 55 * ... * 50
-  // / 56^7; never more distinct values than picks; one pick always has one.
-  double all7 = 1.0;
-  for (int i = 0; i < 7; ++i) all7 *= (56.0 - i) / 56.0;
-  EXPECT_NEAR(decode_distinct_over(7, 56, 6), all7, 1e-12);
-  EXPECT_EQ(decode_distinct_over(7, 56, 7), 0.0);
-  EXPECT_EQ(decode_distinct_over(1, 56, 0), 1.0);
-  EXPECT_NEAR(decode_distinct_over(2, 4, 1), 0.75, 1e-12);  // the second pick differs: 3 / 4
-  // GEMM1's short second round (decode_gemm.h, bench/NOTES.md D round 41) at 660 split-1 slots:
-  // {m_tiles, K steps, rows hint, experts, split 2}.
-  const int slots[4] = {132 * 5, 132 * 4, 132 * 3, 132 * 2};
-  struct Case {
-    int m_tiles, KT, rows, experts;
-    bool split;
-  };
-  const Case cases[] = {
-      // EP16 (96 tiles per expert, 6 experts per round): T = 7, 8 split (P(> 6 experts) 0.68,
-      // 0.93; expected tiles 637, 722 <= 759); T = 6 fits, T = 9 (805 expected) fills a second
-      // round.
-      {96, 56, 6, 56, false}, {96, 56, 7, 56, true}, {96, 56, 8, 56, true},
-      {96, 56, 9, 56, false},
-      // TP8xEP4 (12 tiles per expert, 55 per round, 4 rows per token): T = 16..18 split
-      // (P(> 55) 0.56 at T = 16, 0.11 at T = 15); T = 19 (775 expected) fills a second round.
-      {12, 56, 60, 224, false}, {12, 56, 64, 224, true}, {12, 56, 72, 224, true},
-      {12, 56, 76, 224, false},
-      // The full layer at T = 1 (16 rows over 896 experts: 1523 tiles), and no K to split.
-      {96, 56, 16, 896, false}, {96, 1, 7, 56, false}};
-  for (const Case& c : cases)
-    EXPECT_EQ(decode_short_round(c.m_tiles, c.KT, c.rows, c.experts, slots), c.split)
-        << c.m_tiles << " tiles x " << c.rows << " rows over " << c.experts << " experts";
-}
-
 TEST(Sm90DecodeGemm, RejectsBadArguments) {
   MXMOE_REQUIRE_SM90();
   TinyLaunches tiny;

@@ -6,12 +6,10 @@
 // runs for a few us and host calls before the launch would show up as idle GPU time.
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <type_traits>
-#include <vector>
 
 #include "sm90/decode_gemm.h"
 #include "sm90/decode_bulk_kernel.cuh"
@@ -40,9 +38,6 @@ std::atomic<bool> g_small{smxx::env_on_unless_zero("MXMOE_DECODE_SMALL")};
 int valid_split(int s) { return s == 1 || s == 2 || s == 4 ? s : 0; }
 const int g_forced_split[2] = {valid_split(smxx::env_int("MXMOE_DECODE_SPLIT2", 0)),
                                valid_split(smxx::env_int("MXMOE_DECODE_SPLIT1", 0))};
-// GEMM1's short-round split (decode_gemm.h, decode_short_round): off unless
-// MXMOE_DECODE_SHORT_ROUND=1 (timed: the balanced stride won, D round 43).
-const bool g_short_round = smxx::env_int("MXMOE_DECODE_SHORT_ROUND", 0) == 1;
 // The bulk ring's balanced tile stride (decode_gemm.h, kDecodeBalance*): MXMOE_DECODE_BALANCE
 // 0 / 1 / 2, default the rule.
 int valid_balance(int m) {
@@ -205,10 +200,7 @@ cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split
   for (int i = 0; i < 4; ++i) slots[i] = num_sms * occ.per_sm[i];
   const int m_tiles = a.M / kTileM, KT = a.K / kStepK;
   const int forced = split_k != 0 ? split_k : g_forced_split[kGemm1];
-  int S = forced != 0 ? forced : decode_split_k(m_tiles, KT, rows, a.num_experts, slots);
-  if (kGemm1 && forced == 0 && S == 1 && g_short_round &&
-      decode_short_round(m_tiles, KT, rows, a.num_experts, slots))
-    S = 2;
+  const int S = forced != 0 ? forced : decode_split_k(m_tiles, KT, rows, a.num_experts, slots);
   // Tiles expected from the rows hint (at most one partial token tile per expert); the hint,
   // not max_rows (a worst-case bound: every pick local), so T=1 under EP launches ~the 96 x S
   // CTAs that have work rather than a full device of idle ones.
@@ -359,33 +351,6 @@ int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int
     if (best_cost < 0 || cost < best_cost) best = S, best_cost = cost;
   }
   return best;
-}
-
-double decode_distinct_over(int rows, int num_experts, int cap) {
-  if (cap >= rows || cap >= num_experts) return 0.0;
-  if (cap < 0) return 1.0;
-  if (rows > 4096) return 1.0;
-  // p[j]: P(j distinct after the draws so far), j <= cap + 1 (cap + 1 collects "more than cap").
-  std::vector<double> p(static_cast<size_t>(cap) + 2, 0.0);
-  p[0] = 1.0;
-  const double E = num_experts;
-  for (int r = 0; r < rows; ++r) {
-    p[cap + 1] += p[cap] * (E - cap) / E;  // absorbing: past cap stays past cap
-    for (int j = cap; j >= 1; --j) p[j] = p[j] * j / E + p[j - 1] * (E - j + 1) / E;
-    p[0] = 0.0;
-  }
-  return p[cap + 1];
-}
-
-bool decode_short_round(int m_tiles, int KT, int rows, int num_experts, const int (&slots)[4]) {
-  if (m_tiles <= 0 || num_experts <= 0 || rows <= 0 || KT < 2 || slots[0] <= 0 || slots[1] < 2)
-    return false;
-  const int cap = slots[0] / m_tiles;  // experts whose tiles one round of split-1 CTAs holds
-  const double E = num_experts;
-  const double expected = E * (1.0 - std::pow(1.0 - 1.0 / E, rows));  // distinct experts
-  if (expected * m_tiles * 100.0 > static_cast<double>(kDecodeShortRoundMaxPct) * slots[0])
-    return false;
-  return decode_distinct_over(rows, num_experts, cap) >= 0.5;
 }
 
 namespace {

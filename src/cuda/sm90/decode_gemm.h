@@ -186,39 +186,28 @@ bool decode_spec_small(int num_experts, int rows, int64_t H, int64_t I);
 // fixed reduction cost, with 3/4 of the slots usable by clusters.
 int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int (&slots)[4]);
 
-// GEMM1's short second round (bench/NOTES.md D rounds 40-41). Once a GEMM's tiles pass one round
-// of split-1 CTAs, the few tiles of the second round stream nearly alone, at one CTA's rate, and
-// the whole chain waits for them. At EP16 one expert is 96 GEMM1 tiles of 56 K steps, and 660
-// slots (H100 and H200) hold 6 experts: a 7th cost 13 us where a copy-rate expert costs ~6.5
-// (H100, same call: ep16 T=7 73.2 us split 1, 66.3 split 2; T=8 74.3 / 71.8; 5 experts +1.7
-// with split 2). The distinct experts, and so the tiles, are known only on the device; the host
-// has the rows hint. decode_split_k's 1 becomes 2 for GEMM1 when, with the hint's rows drawn
-// uniformly over the experts, more than slots[0] / m_tiles distinct experts are at least as
-// likely as not, and the expected tiles are at most kDecodeShortRoundMaxPct percent of the
-// slots. A longer second round fills the device again: EP16 8 experts (108 tiles past 660)
-// gained 2.5-3.6 us with split 2, 9 experts (204 past) lost 1.2. GEMM2 is left as it was (not
-// measured). Timed against the plain rule on an H100 (D round 43, same call): ep16 T=7
-// -5.0..-5.7 us, T=8 -1.1..-4.2, tp8ep4 T=17-18 -2.5..-4.5, but +0.3..+3.2 at tp8ep4 T=16, whose
-// draws fit one round; the balanced stride below gained more and lost nowhere this did, so this
-// stays off: MXMOE_DECODE_SHORT_ROUND=1 turns it on (read once per process).
-constexpr int kDecodeShortRoundMaxPct = 115;
-// The device-side answer to the same short round (bench/NOTES.md D round 43): the bulk ring's
-// clusters learn the real tile count before their first tile, and under balance, when it passes
-// the grid, only as many clusters work as finish it in the same number of rounds with equal
-// shares (decode_tile_stride below; the rest exit at once, their SMs free for the next
-// kernel). Each tile is still computed whole by one cluster, so the output is the same bit for
-// bit. Measured end to end on an H100 (same binary and call, us, both backends, two seeds):
-// ep16 T=7 -8.3..-9.3, T=8 -2.7..-3.5, T=12 -3.2..-4.3, T=16 -1.6..-8.5, T=17 -0.3..-11.8, T=32
-// -2.5..-4.1; tp8ep4 T=17-18 -2.3..-4.6, T=32 -1.1..-2.4; untouched draws level (+-0.2). It lost
-// only where TP8xEP4's short-K GEMM2 (6 steps per tile, 4-5 rounds) was balanced: T=12 and T=16
-// +0.35..+0.83. So the rule (kDecodeBalanceLongK, the default) balances the GEMMs of more than
-// kDecodeBulkMaxSteps K steps per tile; on by default after a second call (D round 44: off
-// against the rule, ep16 T=7 +6.9..+7.6, T=12 +2.4..+3.4, T=17 up to +10.5, tp8ep4 T=17
-// +3.2..+4.1; the rule's worst loss, ep16 T=17 at 16 experts, 0.4-1.9 us).
-// MXMOE_DECODE_BALANCE (read once per process: 0 off, 1 the rule, 2 every GEMM) and
-// decode_set_balance (tests) choose.
+// GEMM1's short second round (bench/NOTES.md D rounds 40-43). Once a GEMM's tiles pass one round of
+// CTAs, the few tiles of the last round stream nearly alone, at one CTA's rate, and the chain waits
+// for them (EP16: 96 GEMM1 tiles per expert, 660 split-1 slots hold 6 experts; a 7th cost 13 us
+// where a copy-rate expert costs ~6.5). The host has only the rows hint, but the bulk ring's
+// clusters learn the real tile count before their first tile, and under balance, when it passes the
+// grid, only as many clusters work as finish it in the same number of rounds with equal shares
+// (decode_tile_stride below; the rest exit at once, their SMs free for the next kernel). Each tile
+// is still computed whole by one cluster, so the output is the same bit for bit. Measured end to
+// end on an H100 (same binary and call, us, both backends, two seeds): ep16 T=7 -8.3..-9.3, T=8
+// -2.7..-3.5, T=12 -3.2..-4.3, T=16 -1.6..-8.5, T=17 -0.3..-11.8, T=32 -2.5..-4.1; tp8ep4 T=17-18
+// -2.3..-4.6, T=32 -1.1..-2.4; untouched draws level (+-0.2). It lost only where TP8xEP4's short-K
+// GEMM2 (6 steps per tile, 4-5 rounds) was balanced: T=12 and T=16 +0.35..+0.83. So the rule
+// (kDecodeBalanceLongK, the default) balances the GEMMs of more than kDecodeBulkMaxSteps K steps
+// per tile; on by default after a second call (D round 44: off against the rule, ep16 T=7
+// +6.9..+7.6, T=12 +2.4..+3.4, T=17 up to +10.5, tp8ep4 T=17 +3.2..+4.1; the rule's worst loss,
+// ep16 T=17 at 16 experts, 0.4-1.9 us). MXMOE_DECODE_BALANCE (read once per process: 0 off, 1 the
+// rule, 2 every GEMM) and decode_set_balance (tests) choose.
 // The register mainloop has no balance: tried there (D round 45), it lost at EP16 T=128-256
 // (+4..+10 us) and TP8xEP4 T=256 (+3..+5.5), and gained only 0.3-2.6 at TP8xEP4 T=64-128.
+// A host-side rule was timed against it in the same call and removed: GEMM1 to split 2 where the
+// hint's rows likely pass a round (an occupancy DP) gained less (ep16 T=7 -5.0..-5.7 us) and lost
+// up to 3.2 us at TP8xEP4 T=16, whose draws fit one round (D rounds 42-43).
 constexpr int kDecodeBalanceOff = 0;
 constexpr int kDecodeBalanceLongK = 1;
 constexpr int kDecodeBalanceAlways = 2;
@@ -240,10 +229,6 @@ static_assert(decode_tile_stride(672, 660, 1) == 336 && decode_tile_stride(672, 
               "balanced strides");
 void decode_set_balance(int mode);
 int decode_balance();
-bool decode_short_round(int m_tiles, int KT, int rows, int num_experts, const int (&slots)[4]);
-// P(more than cap distinct values among `rows` uniform draws from num_experts), the occupancy
-// distribution by dynamic programming; 1 for rows above 4096 with cap < rows (not needed there).
-double decode_distinct_over(int rows, int num_experts, int cap);
 
 // When problem g is the decode kernel's (g.kernel == kGemmDecode, or kGemmAuto with a 16-token
 // tile, kDecodeByDefault and a mean of at most kDecodeMaxMeanRows rows per expert), launches it
