@@ -307,22 +307,16 @@ struct SpecCase {
 };
 
 // A case's balanced tile stride (decode_set_balance): run 0 without, the others with it on
-// every GEMM and every tail, so the runs' bit identity checks that balancing moves tiles between
-// clusters without changing them; the process's settings come back when it goes out of scope.
-// false: nothing switched (the runs take the process's settings).
+// every GEMM, so the runs' bit identity checks that balancing moves tiles between clusters
+// without changing them; the process's setting comes back when it goes out of scope. false:
+// nothing switched (the runs take the process's setting).
 struct BalanceCase {
   bool on;
   int saved = decode_balance();
-  int saved_tail = decode_balance_tail();
   explicit BalanceCase(bool on_) : on(on_) {}
-  ~BalanceCase() {
-    decode_set_balance(saved);
-    decode_set_balance_tail(saved_tail);
-  }
+  ~BalanceCase() { decode_set_balance(saved); }
   void before_run(int run) const {
-    if (!on) return;
-    decode_set_balance(run != 0 ? kDecodeBalanceAlways : kDecodeBalanceOff);
-    decode_set_balance_tail(kDecodeBalanceTailAll);
+    if (on) decode_set_balance(run != 0 ? kDecodeBalanceAlways : kDecodeBalanceOff);
   }
 };
 

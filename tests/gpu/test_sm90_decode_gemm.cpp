@@ -131,7 +131,7 @@ TEST(Sm90DecodeBalance, StrideHost) {
   // unbalanced walk, every tile walked, and the working clusters' tile counts at most one apart.
   for (int nclu : {1, 7, 330, 528, 660}) {
     for (int total = 1; total <= 3000; ++total) {
-      const int s = decode_tile_stride(total, nclu, kDecodeBalanceTailAll);
+      const int s = decode_tile_stride(total, nclu, 1);
       ASSERT_GE(s, 1);
       ASSERT_LE(s, nclu) << total << " tiles on " << nclu;
       const int rounds = (total + nclu - 1) / nclu, balanced = (total + s - 1) / s;
@@ -142,26 +142,6 @@ TEST(Sm90DecodeBalance, StrideHost) {
       ASSERT_EQ(decode_tile_stride(total, nclu, 0), nclu);
     }
   }
-}
-
-TEST(Sm90DecodeBalance, TailHost) {
-  // A tail bound below 100: one or two rounds balance as before; past two, only a last round of
-  // at most that percent of the grid balances, the others keep the plain stride.
-  for (int tail : {1, 15, 34, 99}) {
-    for (int nclu : {7, 330, 660}) {
-      for (int total = 1; total <= 3000; ++total) {
-        const int rounds = (total + nclu - 1) / nclu, last = total - (rounds - 1) * nclu;
-        const bool balanced = rounds <= 2 || 100 * last <= tail * nclu;
-        ASSERT_EQ(decode_tile_stride(total, nclu, tail),
-                  balanced ? decode_tile_stride(total, nclu, kDecodeBalanceTailAll) : nclu)
-            << total << " tiles on " << nclu << ", tail " << tail;
-      }
-    }
-  }
-  EXPECT_EQ(decode_tile_stride(1536, 660, 15), 660);  // EP16, 16 experts: a third-full last round
-  EXPECT_EQ(decode_tile_stride(1536, 660, 34), 512);
-  EXPECT_EQ(decode_tile_stride(672, 660, 1), 336);    // two rounds balance at any bound
-  EXPECT_EQ(kDecodeBalanceTailDefault, kDecodeBalanceTailAll);
 }
 
 TEST(Sm90DecodeGemm, RejectsBadArguments) {

@@ -45,11 +45,6 @@ int valid_balance(int m) {
 }
 std::atomic<int> g_balance{
     valid_balance(smxx::env_int("MXMOE_DECODE_BALANCE", kDecodeBalanceDefault))};
-int valid_tail(int t) {
-  return t >= 1 && t <= kDecodeBalanceTailAll ? t : kDecodeBalanceTailDefault;
-}
-std::atomic<int> g_tail{
-    valid_tail(smxx::env_int("MXMOE_DECODE_BALANCE_TAIL", kDecodeBalanceTailDefault))};
 
 // The grouping known before the wait (decode_gemm.h, DecodeSpec): MXMOE_DECODE_SPEC, a bit set
 // (0..127; the preload and own inputs build on kDecodeSpecTiles; kDecodeSpecSmall stands alone).
@@ -236,9 +231,7 @@ template <bool kGemm1>
 DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
                    const Gemm1OwnInputs* own) {
   DecodeSpec s;
-  s.balance = bulk && decode_balance_applies(g_balance.load(std::memory_order_relaxed), a.K)
-                  ? g_tail.load(std::memory_order_relaxed)
-                  : 0;
+  s.balance = bulk && decode_balance_applies(g_balance.load(std::memory_order_relaxed), a.K);
   int mode = g_spec.load(std::memory_order_relaxed);
   if (mode == kDecodeSpecSmall) {
     // Both GEMMs see the same H x I per expert (GEMM1 M = 2 I, K = H; GEMM2 M = H, K = I) and
@@ -326,10 +319,6 @@ void decode_set_balance(int mode) {
   g_balance.store(valid_balance(mode), std::memory_order_relaxed);
 }
 int decode_balance() { return g_balance.load(std::memory_order_relaxed); }
-void decode_set_balance_tail(int percent) {
-  g_tail.store(valid_tail(percent), std::memory_order_relaxed);
-}
-int decode_balance_tail() { return g_tail.load(std::memory_order_relaxed); }
 
 void decode_set_spec(int mode) { g_spec.store(valid_spec(mode), std::memory_order_relaxed); }
 int decode_spec() { return g_spec.load(std::memory_order_relaxed); }

@@ -101,9 +101,7 @@ struct DecodeSpec {
   int expert_start = 0;
   int preload = 0;  // the first tile's weights requested before the wait
   int trigger = 0;  // GEMM1 on the bulk ring: kTrigger*, else 0
-  // The bulk ring's balanced stride (decode_tile_stride): 0 none, else the tail bound in percent
-  // (decode_balance_applies, decode_balance_tail; 100 every tile count).
-  int balance = 0;
+  int balance = 0;  // the bulk ring: every working cluster as many tiles (decode_balance_applies)
   // GEMM1 on its own inputs (own.x non-null): the token rows straight from the caller's x, row
   // p's token found in the ids (the glue's stable grouping: the pairs of an expert in pair
   // order, token = pair / top_k), and the SiTU parameters by the glue's own rule
@@ -217,32 +215,18 @@ constexpr int kDecodeBalanceDefault = kDecodeBalanceLongK;
 // Whether a bulk-ring GEMM of reduction length K balances its tiles under `mode`.
 bool decode_balance_applies(int mode, int K);
 // The stride of a cluster's walk over `total` tiles (tile cid, cid + stride, ...; clusters from
-// stride on have none): nclu, or under balance (DecodeSpec::balance, a percent) the fewest
-// clusters that finish the tiles in the same number of rounds, so the working clusters' tile
-// counts differ by at most one: 672 tiles on 660 clusters run as 336 x 2, not 660 + 12. Past two
-// rounds it balances only when the last round holds at most `balance` percent of the grid (100:
-// always; bench/NOTES.md D round 47). (The kernels call it; constexpr, so the host checks it too.)
+// stride on have none): nclu, or with `balance` (DecodeSpec::balance) the fewest clusters that
+// finish the tiles in the same number of rounds, so the working clusters' tile counts differ by
+// at most one: 672 tiles on 660 clusters run as 336 x 2, not 660 + 12. (The kernels call it;
+// constexpr, so the host checks it too.)
 constexpr int decode_tile_stride(int total, int nclu, int balance) {
   if (balance == 0 || total <= nclu) return nclu;
   const int rounds = (total + nclu - 1) / nclu;
-  const int last = total - (rounds - 1) * nclu;
-  if (rounds > 2 && last * 100 > balance * nclu) return nclu;
   return (total + rounds - 1) / rounds;
 }
-static_assert(decode_tile_stride(672, 660, 100) == 336 && decode_tile_stride(672, 660, 0) == 660 &&
-                  decode_tile_stride(660, 660, 100) == 660 &&
-                  decode_tile_stride(1441, 660, 100) == 481 &&
-                  decode_tile_stride(1441, 660, 15) == 660 &&
-                  decode_tile_stride(1419, 660, 15) == 473 &&
-                  decode_tile_stride(1536, 660, 15) == 660 &&
-                  decode_tile_stride(1200, 660, 15) == 600,
+static_assert(decode_tile_stride(672, 660, 1) == 336 && decode_tile_stride(672, 660, 0) == 660 &&
+                  decode_tile_stride(660, 660, 1) == 660 && decode_tile_stride(1441, 660, 1) == 481,
               "balanced strides");
-// The tail bound DecodeSpec::balance carries when balance applies: MXMOE_DECODE_BALANCE_TAIL
-// (read once per process, 1..100, default kDecodeBalanceTailDefault) or decode_set_balance_tail.
-constexpr int kDecodeBalanceTailAll = 100;
-constexpr int kDecodeBalanceTailDefault = kDecodeBalanceTailAll;
-void decode_set_balance_tail(int percent);
-int decode_balance_tail();
 void decode_set_balance(int mode);
 int decode_balance();
 
