@@ -37,7 +37,9 @@ fi
 LOG=${OUT:-$ROOT/build-ab/logs}
 mkdir -p "$LOG"
 TMO=${AB_TIMEOUT:-90}
-deps=(-DMXMOE_GTEST_DIR="$ROOT/.deps/googletest" -DMXMOE_JSON_INCLUDE="$ROOT/.deps/json")
+# Every tree builds against the working tree's carried .deps (the archived trees have none).
+. "$ROOT/scripts/lib/gpu_build.sh"
+gpu_deps "$ROOT"
 src_of() { [ "$1" = . ] && echo "$ROOT" || echo "$ROOT/build-ab/$1"; }
 bin_of() { [ "$1" = . ] && echo "$ROOT/build-gpu" || echo "$ROOT/build-ab/build-$1"; }
 
@@ -53,7 +55,7 @@ for n in "${names[@]}"; do
   extra_var="AB_CMAKE_${n//[^A-Za-z0-9_]/_}"
   read -r -a extra <<< "${!extra_var:-}"
   (cmake -S "$(src_of "$n")" -B "$(bin_of "$n")" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-     -DMXMOE_ENABLE_CUDA=ON "${deps[@]}" ${extra[@]+"${extra[@]}"} \
+     -DMXMOE_ENABLE_CUDA=ON "${GPU_DEPS[@]}" ${extra[@]+"${extra[@]}"} \
      > "$LOG/cfg_${n//./wt}.log" 2>&1 &&
    ninja -C "$(bin_of "$n")" -j"$jobs" ${AB_TARGETS:-test_sm90_grouped_gemm mxmoe} \
      > "$LOG/build_${n//./wt}.log" 2>&1

@@ -72,8 +72,8 @@ if [ -z "$skip_tests" ]; then
     grep -q "^$t:" "$B/targets.txt" && targets+=("$t")
   done
 fi
-if ! ninja -C "$B" -j"$JOBS" "${targets[@]}" > "$LOG/build.log" 2>&1; then
-  grep -E "error|FAILED" "$LOG/build.log" | head -20; note "build: FAILED (build.log) $(elapsed)"
+if ! gpu_build "$B" "$LOG/build.log" "$JOBS" "${targets[@]}"; then
+  note "build: FAILED (build.log) $(elapsed)"
   printf '%s\n' "---- summary ----" "${SUMMARY[@]}"; exit 1
 fi
 spills=$(grep -c "bytes spill" "$LOG/build.log" || true)

@@ -1,5 +1,6 @@
 # scripts/lib/gpu_build.sh (sourced): the GPU scripts' one way to configure a CUDA build against
-# the carried .deps (gpu_check.sh, gpu_ab_env.sh, gpu_ab_ws.sh), so their builds cannot drift.
+# the carried .deps (gpu_check.sh, gpu_ab_env.sh, gpu_ab_ws.sh, gpu_timeline_env.sh; ab_trees.sh
+# takes gpu_deps for its several trees), so their builds cannot drift.
 
 # gpu_deps ROOT: sets the array GPU_DEPS to the cmake flags naming ROOT/.deps's GoogleTest and
 # nlohmann-json, where carried (none: cmake finds the system's).
