@@ -53,6 +53,35 @@ void random_routing(int T, int E, int k, uint32_t seed, bool holes, std::vector<
 
 const ActMode kModes[] = {ActMode::kBf16, ActMode::kMxfp8};
 
+// One test's inputs: a random layer (seed), activations (seed + 1) and routing (seed + 2).
+struct Workload {
+  std::unique_ptr<fixture::TestLayer> tl;
+  std::vector<float> x;
+  std::vector<int32_t> ids;
+  std::vector<float> w;
+  int T, H, k;
+
+  // reference_experts over the whole batch into `out` (resized to T x H).
+  void run(ActMode mode, const SituParams& situ, ExpertRange ep, std::vector<float>* out) const {
+    out->resize(static_cast<size_t>(T) * H);
+    reference_experts(tl->layer, x.data(), T, ids.data(), w.data(), k, mode, situ, ep,
+                      out->data());
+  }
+};
+
+Workload make_workload(int H, int I, int E, int k, int T, uint32_t seed, bool holes,
+                       float stddev = 1.0f) {
+  Workload wl;
+  wl.tl = fixture::make_layer({128, H, I, E, k, 1}, seed, false);
+  wl.x = random_x(T, H, seed + 1, stddev);
+  random_routing(T, E, k, seed + 2, holes, &wl.ids, &wl.w);
+  wl.T = T;
+  wl.H = H;
+  wl.k = k;
+  return wl;
+}
+
+
 TEST(ActMode, Names) {
   ActMode m;
   ASSERT_TRUE(act_mode_from_name("bf16", &m));
@@ -82,7 +111,8 @@ TEST(Pieces, QuantizeActivationsMatchesIndependentQuantizers) {
       std::vector<double> expect = row;
       if (mode == ActMode::kMxfp8) expect = fixture::mxfp8_round(row);
       else for (auto& v : expect) v = fixture::bf16_round(v);
-      for (int c = 0; c < K; ++c) ASSERT_EQ(static_cast<double>(q[t * K + c]), expect[c]) << t << "," << c;
+      for (int c = 0; c < K; ++c)
+        ASSERT_EQ(static_cast<double>(q[t * K + c]), expect[c]) << t << "," << c;
     }
   }
   std::vector<float> q(x.size());
@@ -123,7 +153,8 @@ TEST(Pieces, Gemm1SituAndGemm2AgainstFp64) {
   std::vector<float> h(static_cast<size_t>(T) * I), y(static_cast<size_t>(T) * H);
   reference_gemm1_situ(ex, xq.data(), T, 3.0f, 20.0f, h.data());
   reference_gemm2(ex, h.data(), T, y.data());
-  const auto w1 = fixture::dequant(ex.w1), w3 = fixture::dequant(ex.w3), w2 = fixture::dequant(ex.w2);
+  const auto w1 = fixture::dequant(ex.w1), w3 = fixture::dequant(ex.w3),
+             w2 = fixture::dequant(ex.w2);
   std::vector<double> h64, y64;
   for (int t = 0; t < T; ++t) {
     const std::vector<double> xt(xq.begin() + t * H, xq.begin() + (t + 1) * H);
@@ -145,22 +176,19 @@ struct Case {
 
 // The whole routed-expert path, both modes, several shapes, against both fp64 loops.
 TEST(Experts, AgainstFp64Loops) {
-  const Case cases[] = {{64, 64, 8, 2, 1}, {128, 64, 8, 4, 5}, {96, 64, 8, 3, 17}, {64, 96, 4, 4, 33}};
+  const Case cases[] = {
+      {64, 64, 8, 2, 1}, {128, 64, 8, 4, 5}, {96, 64, 8, 3, 17}, {64, 96, 4, 4, 33}};
   uint32_t seed = 100;
   for (const Case& cs : cases)
     for (ActMode mode : kModes) {
-      auto tl = fixture::make_layer({128, cs.H, cs.I, cs.E, cs.k, 1}, ++seed, false);
-      const auto x = random_x(cs.T, cs.H, ++seed);
-      std::vector<int32_t> ids;
-      std::vector<float> w;
-      random_routing(cs.T, cs.E, cs.k, ++seed, true, &ids, &w);
+      const Workload wl = make_workload(cs.H, cs.I, cs.E, cs.k, cs.T, seed + 1, true);
+      seed += 3;
       SituParams situ;
-      std::vector<float> out(static_cast<size_t>(cs.T) * cs.H);
-      reference_experts(tl->layer, x.data(), cs.T, ids.data(), w.data(), cs.k, mode, situ, {},
-                        out.data());
-      fixture::Fp64Experts f(tl->layer);
-      const auto mirror = f.run(x, cs.T, ids, w, cs.k, mode, situ, 0, cs.E, Path::kMirror);
-      const auto pure = f.run(x, cs.T, ids, w, cs.k, mode, situ, 0, cs.E, Path::kPure);
+      std::vector<float> out;
+      wl.run(mode, situ, {}, &out);
+      fixture::Fp64Experts f(wl.tl->layer);
+      const auto mirror = f.run(wl.x, cs.T, wl.ids, wl.w, cs.k, mode, situ, 0, cs.E, Path::kMirror);
+      const auto pure = f.run(wl.x, cs.T, wl.ids, wl.w, cs.k, mode, situ, 0, cs.E, Path::kPure);
       const double em = fixture::nrmse(out, mirror), ep = fixture::nrmse(out, pure);
       std::printf("H=%d I=%d E=%d k=%d T=%d %s: NRMSE vs mirror %.3g, vs pure fp64 %.3g\n", cs.H,
                   cs.I, cs.E, cs.k, cs.T, act_mode_name(mode), em, ep);
@@ -173,15 +201,14 @@ TEST(Experts, AgainstFp64Loops) {
 // ids add nothing; unowned experts may even have no weights at all.
 TEST(Experts, ExpertParallelRanges) {
   const int H = 64, I = 64, E = 8, k = 4, T = 12;
-  auto tl = fixture::make_layer({128, H, I, E, k, 1}, 7, false);
-  const auto x = random_x(T, H, 8);
-  std::vector<int32_t> ids;
-  std::vector<float> w;
-  random_routing(T, E, k, 9, true, &ids, &w);
+  Workload wl = make_workload(H, I, E, k, T, 7, true);
+  const auto& tl = wl.tl;
+  const auto& x = wl.x;
+  auto& ids = wl.ids;
+  const auto& w = wl.w;
   fixture::Fp64Experts f(tl->layer);
-  std::vector<float> sum(static_cast<size_t>(T) * H, 0.0f), part(sum.size()), full(sum.size());
-  reference_experts(tl->layer, x.data(), T, ids.data(), w.data(), k, ActMode::kMxfp8, {}, {},
-                    full.data());
+  std::vector<float> sum(static_cast<size_t>(T) * H, 0.0f), part(sum.size()), full;
+  wl.run(ActMode::kMxfp8, {}, {}, &full);
   const std::pair<int, int> ranges[] = {{0, 3}, {3, 2}, {5, -1}};
   for (auto [start, count] : ranges) {
     MoeLayer sliced = tl->layer;  // drop the weights this rank does not own
@@ -197,12 +224,10 @@ TEST(Experts, ExpertParallelRanges) {
   }
   EXPECT_LT(fixture::nrmse(sum, full), 1e-6);
   // An empty range gives zeros; a token whose ids are all -1 gives zeros.
-  reference_experts(tl->layer, x.data(), T, ids.data(), w.data(), k, ActMode::kBf16, {}, {3, 0},
-                    part.data());
+  wl.run(ActMode::kBf16, {}, {3, 0}, &part);
   for (float v : part) ASSERT_EQ(v, 0.0f);
   std::fill(ids.begin(), ids.begin() + k, -1);
-  reference_experts(tl->layer, x.data(), T, ids.data(), w.data(), k, ActMode::kBf16, {}, {},
-                    part.data());
+  wl.run(ActMode::kBf16, {}, {}, &part);
   for (int c = 0; c < H; ++c) ASSERT_EQ(part[c], 0.0f);
   EXPECT_THROW(reference_experts(tl->layer, x.data(), T, ids.data(), w.data(), k, ActMode::kBf16,
                                  {}, {6, 3}, part.data()),
@@ -214,11 +239,7 @@ TEST(Experts, ExpertParallelRanges) {
 
 TEST(Experts, PerExpertBetas) {
   const int H = 64, I = 64, E = 4, k = 2, T = 6;
-  auto tl = fixture::make_layer({128, H, I, E, k, 1}, 11, false);
-  const auto x = random_x(T, H, 12, 2.0f);
-  std::vector<int32_t> ids;
-  std::vector<float> w;
-  random_routing(T, E, k, 13, false, &ids, &w);
+  const Workload wl = make_workload(H, I, E, k, T, 11, false, 2.0f);
   const float betas[E] = {4.0f, 1.0f, 2.5f, 8.0f}, lbetas[E] = {25.0f, 3.0f, 10.0f, 1.5f};
   SituParams per;
   per.per_expert_beta = betas;
@@ -226,14 +247,17 @@ TEST(Experts, PerExpertBetas) {
   SituParams scalar;
   scalar.beta = 2.0f;
   scalar.linear_beta = 5.0f;
-  fixture::Fp64Experts f(tl->layer);
+  fixture::Fp64Experts f(wl.tl->layer);
   for (ActMode mode : kModes) {
-    std::vector<float> a(static_cast<size_t>(T) * H), b(a.size()), d(a.size());
-    reference_experts(tl->layer, x.data(), T, ids.data(), w.data(), k, mode, per, {}, a.data());
-    reference_experts(tl->layer, x.data(), T, ids.data(), w.data(), k, mode, scalar, {}, b.data());
-    reference_experts(tl->layer, x.data(), T, ids.data(), w.data(), k, mode, {}, {}, d.data());
-    EXPECT_LT(fixture::nrmse(a, f.run(x, T, ids, w, k, mode, per, 0, E, Path::kMirror)), 1e-6);
-    EXPECT_LT(fixture::nrmse(b, f.run(x, T, ids, w, k, mode, scalar, 0, E, Path::kMirror)), 1e-6);
+    std::vector<float> a, b, d;
+    wl.run(mode, per, {}, &a);
+    wl.run(mode, scalar, {}, &b);
+    wl.run(mode, {}, {}, &d);
+    EXPECT_LT(fixture::nrmse(a, f.run(wl.x, T, wl.ids, wl.w, k, mode, per, 0, E, Path::kMirror)),
+              1e-6);
+    EXPECT_LT(
+        fixture::nrmse(b, f.run(wl.x, T, wl.ids, wl.w, k, mode, scalar, 0, E, Path::kMirror)),
+        1e-6);
     EXPECT_GT(fixture::nrmse(a, d), 1e-2);  // the parameters really change the result
     EXPECT_GT(fixture::nrmse(b, d), 1e-2);
   }
@@ -241,14 +265,10 @@ TEST(Experts, PerExpertBetas) {
 
 TEST(Experts, Mxfp8AndBf16ModesDifferButAreClose) {
   const int H = 128, I = 64, E = 8, k = 4, T = 16;
-  auto tl = fixture::make_layer({128, H, I, E, k, 1}, 14, false);
-  const auto x = random_x(T, H, 15);
-  std::vector<int32_t> ids;
-  std::vector<float> w;
-  random_routing(T, E, k, 16, false, &ids, &w);
-  std::vector<float> a(static_cast<size_t>(T) * H), b(a.size());
-  reference_experts(tl->layer, x.data(), T, ids.data(), w.data(), k, ActMode::kBf16, {}, {}, a.data());
-  reference_experts(tl->layer, x.data(), T, ids.data(), w.data(), k, ActMode::kMxfp8, {}, {}, b.data());
+  const Workload wl = make_workload(H, I, E, k, T, 14, false);
+  std::vector<float> a, b;
+  wl.run(ActMode::kBf16, {}, {}, &a);
+  wl.run(ActMode::kMxfp8, {}, {}, &b);
   const double e = fixture::nrmse(b, a);
   std::printf("mxfp8 vs bf16 NRMSE %.4f\n", e);
   EXPECT_GT(e, 1e-3);  // E4M3 has 3 mantissa bits: the modes must not coincide
@@ -291,21 +311,17 @@ TEST(Experts, BadIdsThrowAndNameTheSlot) {
 // tokens in the batch (grouping is per slot and expert).
 TEST(Experts, DeterministicAcrossThreadsAndBatches) {
   const int H = 256, I = 256, E = 4, k = 4, T = 40;
-  auto tl = fixture::make_layer({128, H, I, E, k, 1}, 19, false);
-  const auto x = random_x(T, H, 20);
-  std::vector<int32_t> ids;
-  std::vector<float> w;
-  random_routing(T, E, k, 21, false, &ids, &w);
-  std::vector<float> a(static_cast<size_t>(T) * H), b(a.size()), one(H);
+  const Workload wl = make_workload(H, I, E, k, T, 19, false);
+  std::vector<float> a, b, one(H);
   setenv("MXMOE_REF_THREADS", "1", 1);
-  reference_experts(tl->layer, x.data(), T, ids.data(), w.data(), k, ActMode::kMxfp8, {}, {}, a.data());
+  wl.run(ActMode::kMxfp8, {}, {}, &a);
   setenv("MXMOE_REF_THREADS", "3", 1);
-  reference_experts(tl->layer, x.data(), T, ids.data(), w.data(), k, ActMode::kMxfp8, {}, {}, b.data());
+  wl.run(ActMode::kMxfp8, {}, {}, &b);
   unsetenv("MXMOE_REF_THREADS");
   ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
   const int t = 23;
-  reference_experts(tl->layer, &x[t * H], 1, &ids[t * k], &w[t * k], k, ActMode::kMxfp8, {}, {},
-                    one.data());
+  reference_experts(wl.tl->layer, &wl.x[t * H], 1, &wl.ids[t * k], &wl.w[t * k], k,
+                    ActMode::kMxfp8, {}, {}, one.data());
   ASSERT_EQ(0, std::memcmp(one.data(), &a[t * H], H * 4));
 }
 
@@ -313,18 +329,16 @@ TEST(Experts, DeterministicAcrossThreadsAndBatches) {
 // checks one token against the mirror loop on a sample of columns and prints the time.
 TEST(Experts, KimiExpertShapeSmoke) {
   const int H = 3584, I = 3072, E = 8, k = 8, T = 2;
-  auto tl = fixture::make_layer({128, H, I, E, k, 1}, 22, false);
-  const auto x = random_x(T, H, 23);
-  std::vector<int32_t> ids;
-  std::vector<float> w;
-  random_routing(T, E, k, 24, false, &ids, &w);
-  std::vector<float> out(static_cast<size_t>(T) * H);
+  const Workload wl = make_workload(H, I, E, k, T, 22, false);
+  const auto& x = wl.x;
+  const auto& ids = wl.ids;
+  const auto& w = wl.w;
+  std::vector<float> out;
   const auto t0 = std::chrono::steady_clock::now();
-  reference_experts(tl->layer, x.data(), T, ids.data(), w.data(), k, ActMode::kMxfp8, {}, {},
-                    out.data());
+  wl.run(ActMode::kMxfp8, {}, {}, &out);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("latent %d, intermediate %d, %d tokens x %d experts: %.2f s\n", H, I, T, k, s);
-  fixture::Fp64Experts f(tl->layer);
+  fixture::Fp64Experts f(wl.tl->layer);
   const std::vector<float> x0(x.begin(), x.begin() + H);
   const std::vector<int32_t> ids0(ids.begin(), ids.begin() + k);
   const std::vector<float> w0(w.begin(), w.begin() + k);
