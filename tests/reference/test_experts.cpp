@@ -81,7 +81,6 @@ Workload make_workload(int H, int I, int E, int k, int T, uint32_t seed, bool ho
   return wl;
 }
 
-
 TEST(ActMode, Names) {
   ActMode m;
   ASSERT_TRUE(act_mode_from_name("bf16", &m));
