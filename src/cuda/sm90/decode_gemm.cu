@@ -257,6 +257,7 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
   s.ids = g.route_ids;
   s.pairs = g.route_pairs;
   s.expert_start = g.route_expert_start;
+  s.ids_ready = g.route_ids_ready;
   s.preload = (mode & kDecodeSpecPreload) != 0 ? 1 : 0;
   // (W4A16 only: the rows go to the MMA as they are, so a GEMM1 that requantizes h, W4A8's,
   // never takes them.)

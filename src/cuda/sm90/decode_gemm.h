@@ -99,6 +99,7 @@ struct DecodeSpec {
   const int32_t* ids = nullptr;  // null: the tile list from the offsets, after the wait
   int pairs = 0;
   int expert_start = 0;
+  const int* ids_ready = nullptr;  // non-null: read ids once this is set (route_ids_ready)
   int preload = 0;  // the first tile's weights requested before the wait
   int trigger = 0;  // GEMM1 on the bulk ring: kTrigger*, else 0
   int balance = 0;  // the bulk ring: every working cluster as many tiles (decode_balance_applies)
