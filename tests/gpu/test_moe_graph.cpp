@@ -55,15 +55,7 @@ TEST(MoeGraph, CaptureThenReplayWithNewInputsAndRouting) {
         p.top_k = kK;
         p.backend = backend;
         p.hidden = dx.get();
-        if (gpu_route) {
-          p.router_logits = dlog.get();
-          p.correction_bias = dbias.get();
-          p.routed_ids_out = dids.get();
-          p.routed_weights_out = dw.get();
-        } else {
-          p.topk_ids = dids.get();
-          p.topk_weights = dw.get();
-        }
+        bind_routing(&p, gpu_route, dlog.get(), dbias.get(), dids.get(), dw.get());
         p.out = dout.get();
         p.workspace = ws.get();
         p.workspace_size = ws.size();
