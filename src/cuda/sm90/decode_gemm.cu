@@ -329,6 +329,12 @@ bool decode_spec_small(int num_experts, int rows, int64_t H, int64_t I) {
   return experts * H * I / 2 <= kDecodeSpecSmallBytes;
 }
 
+bool decode_spec_takes_ids(int num_experts, int rows, int64_t H, int64_t I) {
+  const int mode = g_spec.load(std::memory_order_relaxed);  // as spec_of decides without own
+  if (mode == kDecodeSpecSmall) return decode_spec_small(num_experts, rows, H, I);
+  return (mode & kDecodeSpecTiles) != 0;
+}
+
 bool decode_spec_own(int rows, int pairs) {
   return rows >= kDecodeOwnMinRows && rows <= kDecodeOwnMaxRows && pairs >= kDecodeOwnMinPairs &&
          pairs <= kDecodeOwnMaxPairs;
