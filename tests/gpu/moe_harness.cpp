@@ -28,15 +28,13 @@ std::unique_ptr<GpuLayer> make_gpu_layer(int E_total, int H, int I, int k, int s
 
 void bind_routing(MoeRunParams* p, bool gpu_route, const float* logits, const float* bias,
                   int32_t* ids, float* weights) {
-  if (gpu_route) {
-    p->router_logits = logits;
-    p->correction_bias = bias;
-    p->routed_ids_out = ids;
-    p->routed_weights_out = weights;
-  } else {
-    p->topk_ids = ids;
-    p->topk_weights = weights;
-  }
+  // (The other mode's fields cleared: run_moe takes exactly one.)
+  p->router_logits = gpu_route ? logits : nullptr;
+  p->correction_bias = gpu_route ? bias : nullptr;
+  p->routed_ids_out = gpu_route ? ids : nullptr;
+  p->routed_weights_out = gpu_route ? weights : nullptr;
+  p->topk_ids = gpu_route ? nullptr : ids;
+  p->topk_weights = gpu_route ? nullptr : weights;
 }
 
 CaseInputs make_inputs(const SyntheticLayer& s, int T, Routing r, uint64_t seed) {

@@ -60,7 +60,7 @@ struct CaseInputs {
 CaseInputs make_inputs(const SyntheticLayer& s, int T, Routing r, uint64_t seed);
 
 // Points p's routing at the device buffers: router logits + bias in, the routed ids and weights
-// out (gpu_route), or the caller's ids and weights in.
+// out (gpu_route), or the caller's ids and weights in; the other mode's pointers cleared.
 void bind_routing(MoeRunParams* p, bool gpu_route, const float* logits, const float* bias,
                   int32_t* ids, float* weights);
 
