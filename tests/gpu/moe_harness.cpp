@@ -26,6 +26,17 @@ std::unique_ptr<GpuLayer> make_gpu_layer(int E_total, int H, int I, int k, int s
   return g;
 }
 
+void bind_routing(MoeRunParams* p, bool gpu_route, const float* logits, const float* bias,
+                  int32_t* ids, float* weights) {
+  // (The other mode's fields cleared: run_moe takes exactly one.)
+  p->router_logits = gpu_route ? logits : nullptr;
+  p->correction_bias = gpu_route ? bias : nullptr;
+  p->routed_ids_out = gpu_route ? ids : nullptr;
+  p->routed_weights_out = gpu_route ? weights : nullptr;
+  p->topk_ids = gpu_route ? nullptr : ids;
+  p->topk_weights = gpu_route ? nullptr : weights;
+}
+
 CaseInputs make_inputs(const SyntheticLayer& s, int T, Routing r, uint64_t seed) {
   const int H = s.layer.cfg.routed_expert_hidden_size, E = s.layer.cfg.num_experts;
   const int k = s.layer.cfg.num_experts_per_token;
@@ -119,15 +130,7 @@ void run_case(const GpuLayer& gl, const CaseOptions& c, CaseResult* result) {
   p.hidden = c.f32_input ? static_cast<const void*>(dxf.get()) : dxb.get();
   p.hidden_dtype = c.f32_input ? InputDType::kF32 : InputDType::kBf16;
   p.hidden_stride = xs;
-  if (gpu_route) {
-    p.router_logits = dlog.get();
-    p.correction_bias = dbias.get();
-    p.routed_ids_out = dids.get();
-    p.routed_weights_out = dw.get();
-  } else {
-    p.topk_ids = dids.get();
-    p.topk_weights = dw.get();
-  }
+  bind_routing(&p, gpu_route, dlog.get(), dbias.get(), dids.get(), dw.get());
   p.beta = c.beta;
   p.linear_beta = c.linear_beta;
   p.per_expert_beta = c.per_expert_beta ? dbeta.get() : nullptr;

@@ -59,6 +59,11 @@ struct CaseInputs {
 };
 CaseInputs make_inputs(const SyntheticLayer& s, int T, Routing r, uint64_t seed);
 
+// Points p's routing at the device buffers: router logits + bias in, the routed ids and weights
+// out (gpu_route), or the caller's ids and weights in; the other mode's pointers cleared.
+void bind_routing(MoeRunParams* p, bool gpu_route, const float* logits, const float* bias,
+                  int32_t* ids, float* weights);
+
 // run_moe's device buffers and parameters for T tokens with the caller's ids on layer g (its
 // hidden width, top-k and expert count): x rows x_pad elements apart beyond H (8: still 16-byte
 // rows; 4: not, so GEMM1 cannot read them in place); per_expert: SiTU parameters per global

@@ -7,6 +7,8 @@
 // eagerly and in a captured graph replayed with new ids (the kernels read the ids before they
 // wait: a stale or early read would show as a difference); mode 0 is also held to the CPU
 // reference, so the comparison is not between two wrong answers.
+// With router logits (GPU routing in the fused prologue) the GEMMs read the routed ids behind the
+// prologue's ready flag: the same bits again, eagerly and in replays with new logits.
 // (The separate-glue path, MXMOE_GLUE=separate, is read once per process: not toggled here.)
 #include <gtest/gtest.h>
 
@@ -174,6 +176,94 @@ TEST(MoeDecodeSpec, GraphReplayReadsEachReplaysIds) {
       }
     }
   }
+}
+
+TEST(MoeDecodeSpec, GpuRoutedIdsBehindTheReadyFlag) {
+  // GPU routing inside the fused prologue (router logits in): where the mode takes ids, the
+  // decode GEMMs read the routed ids once the prologue's ready flag is set (run.cpp,
+  // routed_spec). Each mode must give mode 0's bits eagerly, and a graph captured under every bit
+  // and replayed with new logits must equal eager mode-0 runs (a GEMM that read the ids before
+  // the flag would build the last replay's tiles: a difference).
+  MXMOE_REQUIRE_SM90();
+  auto g = make_gpu_layer(kE, kH, kI, kK, kStart, kCount, 603);
+  ASSERT_TRUE(g);
+  const int modes[] = {kDecodeSpecTiles, kDecodeSpecTiles | kDecodeSpecPreload,
+                       sm90::kDecodeSpecSmall, sm90::kDecodeSpecAll};
+  int cases = 0, identical = 0;
+  for (Backend backend : {Backend::kW4A16, Backend::kW4A8}) {
+    for (int T : {1, 2, 5, 16}) {
+      MoeRun run(*g, T, backend);
+      DevBuf<float> logits(static_cast<size_t>(T) * kE), bias(kE);
+      bind_routing(&run.p, true, logits.get(), bias.get(), run.ids.get(), run.w.get());
+      auto load = [&](uint64_t seed, CaseInputs* in) {
+        *in = make_inputs(*g->syn, T, Routing::kGpuLogits, seed);
+        cudaError_t e = run.load(*in);
+        if (e == cudaSuccess) e = logits.upload(in->logits);
+        if (e == cudaSuccess) e = bias.upload(in->bias);
+        return e;
+      };
+      // The routed ids and weights the run wrote, for the CPU reference.
+      auto routed = [&](CaseInputs* in) {
+        CUDA_OK(run.ids.download(&in->ids));
+        CUDA_OK(run.w.download(&in->weights));
+      };
+      const std::string what = std::string(backend_name(backend)) + " T=" + std::to_string(T);
+      CaseInputs in;
+      CUDA_OK(load(700 + T, &in));
+      std::vector<float> base, got;
+      {
+        const Knobs off(0, 0);
+        run.eager(*g, &base);
+      }
+      routed(&in);
+      expect_reference(*g, in, run, base, "gpu-routed spec mode 0 " + what);
+      for (int mode : modes) {
+        const Knobs knobs(0, mode);
+        run.eager(*g, &got);
+        const bool same = std::memcmp(base.data(), got.data(), base.size() * 4) == 0;
+        EXPECT_TRUE(same) << what << ": mode " << mode << " differs from mode 0";
+        ++cases;
+        identical += same ? 1 : 0;
+      }
+      cudaStream_t st;
+      CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      {
+        const Knobs all(0, sm90::kDecodeSpecAll);
+        CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        const Status cs = run_moe(g->w, run.p, st);
+        CUDA_OK(cudaStreamEndCapture(st, &graph));
+        ASSERT_TRUE(cs.ok()) << cs.message();
+      }
+      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+      for (uint64_t seed : {2, 3}) {
+        CUDA_OK(load(800 + 10 * T + seed, &in));
+        CUDA_OK(cudaMemset(run.out.get(), 0xFF, run.out.size() * 4));
+        CUDA_OK(cudaGraphLaunch(exec, st));
+        CUDA_OK(cudaStreamSynchronize(st));
+        std::vector<float> replay;
+        CUDA_OK(run.out.download(&replay));
+        routed(&in);
+        {
+          const Knobs off(0, 0);
+          run.eager(*g, &got);
+        }
+        const std::string label = "gpu-routed spec graph " + what + " seed " + std::to_string(seed);
+        const bool same = std::memcmp(replay.data(), got.data(), replay.size() * 4) == 0;
+        EXPECT_TRUE(same) << label << ": the replay differs from an eager mode-0 run";
+        ++cases;
+        identical += same ? 1 : 0;
+        expect_reference(*g, in, run, replay, label);
+      }
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(st);
+    }
+  }
+  std::printf("[decode spec] gpu-routed: %d of %d runs bit-identical to mode 0\n", identical,
+              cases);
+  EXPECT_EQ(identical, cases);
 }
 
 }  // namespace

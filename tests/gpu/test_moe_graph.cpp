@@ -36,91 +36,86 @@ TEST(MoeDeterminism, TwoRunsBitIdentical) {
 
 TEST(MoeGraph, CaptureThenReplayWithNewInputsAndRouting) {
   MXMOE_REQUIRE_SM90();
-  const int T = 128;
   auto g = make_gpu_layer(kE, kH, 384, kK, 448, 224, 402);
   ASSERT_TRUE(g);
   const SyntheticLayer& s = *g->syn;
-  for (Backend backend : {Backend::kW4A16, Backend::kW4A8}) {
-    for (bool gpu_route : {false, true}) {
-      const Routing r = gpu_route ? Routing::kGpuLogits : Routing::kLocalHeavy;
-      DevBuf<uint16_t> dx(static_cast<size_t>(T) * kH);
-      DevBuf<int32_t> dids(static_cast<size_t>(T) * kK);
-      DevBuf<float> dw(static_cast<size_t>(T) * kK), dlog(static_cast<size_t>(T) * kE), dbias(kE);
-      DevBuf<float> dout(static_cast<size_t>(T) * kH), dout2(static_cast<size_t>(T) * kH);
-      DevBuf<char> ws(workspace_bytes(g->w, T, kK));
-      MoeRunParams p;
-      p.num_tokens = T;
-      p.top_k = kK;
-      p.backend = backend;
-      p.hidden = dx.get();
-      if (gpu_route) {
-        p.router_logits = dlog.get();
-        p.correction_bias = dbias.get();
-        p.routed_ids_out = dids.get();
-        p.routed_weights_out = dw.get();
-      } else {
-        p.topk_ids = dids.get();
-        p.topk_weights = dw.get();
-      }
-      p.out = dout.get();
-      p.workspace = ws.get();
-      p.workspace_size = ws.size();
-      p.max_tokens = T;
-      auto load = [&](const CaseInputs& in) {
-        cudaError_t e = dx.upload(in.x_bits);
-        if (e == cudaSuccess) e = gpu_route ? dlog.upload(in.logits) : dids.upload(in.ids);
-        if (e == cudaSuccess) e = gpu_route ? dbias.upload(in.bias) : dw.upload(in.weights);
-        return e;
-      };
-      cudaStream_t st;
-      CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-      CUDA_OK(load(make_inputs(s, T, r, 1)));
-      cudaGraph_t graph;
-      CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      const Status cs = run_moe(g->w, p, st);
-      CUDA_OK(cudaStreamEndCapture(st, &graph));
-      ASSERT_TRUE(cs.ok()) << cs.message();
-      cudaGraphExec_t exec;
-      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-      for (uint64_t seed : {2, 3}) {
-        CaseInputs in = make_inputs(s, T, r, seed);  // new activations and a new routing
-        CUDA_OK(load(in));
-        CUDA_OK(cudaMemset(dout.get(), 0xFF, dout.size() * 4));
-        CUDA_OK(cudaGraphLaunch(exec, st));
-        CUDA_OK(cudaStreamSynchronize(st));
-        std::vector<float> replay;
-        CUDA_OK(dout.download(&replay));
-        if (gpu_route) {
-          CUDA_OK(dids.download(&in.ids));
-          CUDA_OK(dw.download(&in.weights));
+  // T = 8: GPU routing inside the fused prologue, the decode GEMMs behind its ready flag (reset
+  // and set again by every replay); T = 128: route_kimi before the prologue.
+  for (int T : {8, 128}) {
+    for (Backend backend : {Backend::kW4A16, Backend::kW4A8}) {
+      for (bool gpu_route : {false, true}) {
+        const Routing r = gpu_route ? Routing::kGpuLogits : Routing::kLocalHeavy;
+        DevBuf<uint16_t> dx(static_cast<size_t>(T) * kH);
+        DevBuf<int32_t> dids(static_cast<size_t>(T) * kK);
+        DevBuf<float> dw(static_cast<size_t>(T) * kK), dlog(static_cast<size_t>(T) * kE), dbias(kE);
+        DevBuf<float> dout(static_cast<size_t>(T) * kH), dout2(static_cast<size_t>(T) * kH);
+        DevBuf<char> ws(workspace_bytes(g->w, T, kK));
+        MoeRunParams p;
+        p.num_tokens = T;
+        p.top_k = kK;
+        p.backend = backend;
+        p.hidden = dx.get();
+        bind_routing(&p, gpu_route, dlog.get(), dbias.get(), dids.get(), dw.get());
+        p.out = dout.get();
+        p.workspace = ws.get();
+        p.workspace_size = ws.size();
+        p.max_tokens = T;
+        auto load = [&](const CaseInputs& in) {
+          cudaError_t e = dx.upload(in.x_bits);
+          if (e == cudaSuccess) e = gpu_route ? dlog.upload(in.logits) : dids.upload(in.ids);
+          if (e == cudaSuccess) e = gpu_route ? dbias.upload(in.bias) : dw.upload(in.weights);
+          return e;
+        };
+        cudaStream_t st;
+        CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        CUDA_OK(load(make_inputs(s, T, r, 1)));
+        cudaGraph_t graph;
+        CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        const Status cs = run_moe(g->w, p, st);
+        CUDA_OK(cudaStreamEndCapture(st, &graph));
+        ASSERT_TRUE(cs.ok()) << cs.message();
+        cudaGraphExec_t exec;
+        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+        for (uint64_t seed : {2, 3}) {
+          CaseInputs in = make_inputs(s, T, r, seed);  // new activations and a new routing
+          CUDA_OK(load(in));
+          CUDA_OK(cudaMemset(dout.get(), 0xFF, dout.size() * 4));
+          CUDA_OK(cudaGraphLaunch(exec, st));
+          CUDA_OK(cudaStreamSynchronize(st));
+          std::vector<float> replay;
+          CUDA_OK(dout.download(&replay));
+          if (gpu_route) {
+            CUDA_OK(dids.download(&in.ids));
+            CUDA_OK(dw.download(&in.weights));
+          }
+          // A direct run on the same inputs.
+          MoeRunParams q = p;
+          q.out = dout2.get();
+          ASSERT_TRUE(run_moe(g->w, q, st).ok());
+          CUDA_OK(cudaStreamSynchronize(st));
+          std::vector<float> direct;
+          CUDA_OK(dout2.download(&direct));
+          EXPECT_EQ(0, std::memcmp(replay.data(), direct.data(), replay.size() * 4))
+              << "graph replay differs from a direct run";
+          const std::vector<int> rows = sample_rows(T, 4, seed);
+          const ActMode mode = backend == Backend::kW4A8 ? ActMode::kMxfp8 : ActMode::kBf16;
+          const auto ref = reference_rows(s.layer, in.x, kH, in.ids, in.weights, kK, rows, mode,
+                                          s.situ, ExpertRange{448, 224});
+          std::vector<float> got(rows.size() * kH);
+          for (size_t i = 0; i < rows.size(); ++i)
+            std::memcpy(&got[i * kH], &replay[static_cast<size_t>(rows[i]) * kH], kH * 4);
+          const Metrics m = compare(got.data(), ref.data(), got.size());
+          const std::string label = std::string("graph replay T=") + std::to_string(T) + " " +
+                                    backend_name(backend) + (gpu_route ? " gpu-route" : " ids") +
+                                    " seed " + std::to_string(seed);
+          report(label, mode == ActMode::kBf16 ? "ref bf16" : "ref mxfp8", m);
+          EXPECT_GE(m.cosine, 0.99999) << label;
+          EXPECT_LE(m.nrmse, 0.005) << label;
         }
-        // A direct run on the same inputs.
-        MoeRunParams q = p;
-        q.out = dout2.get();
-        ASSERT_TRUE(run_moe(g->w, q, st).ok());
-        CUDA_OK(cudaStreamSynchronize(st));
-        std::vector<float> direct;
-        CUDA_OK(dout2.download(&direct));
-        EXPECT_EQ(0, std::memcmp(replay.data(), direct.data(), replay.size() * 4))
-            << "graph replay differs from a direct run";
-        const std::vector<int> rows = sample_rows(T, 4, seed);
-        const ActMode mode = backend == Backend::kW4A8 ? ActMode::kMxfp8 : ActMode::kBf16;
-        const auto ref = reference_rows(s.layer, in.x, kH, in.ids, in.weights, kK, rows, mode,
-                                        s.situ, ExpertRange{448, 224});
-        std::vector<float> got(rows.size() * kH);
-        for (size_t i = 0; i < rows.size(); ++i)
-          std::memcpy(&got[i * kH], &replay[static_cast<size_t>(rows[i]) * kH], kH * 4);
-        const Metrics m = compare(got.data(), ref.data(), got.size());
-        const std::string label = std::string("graph replay ") + backend_name(backend) +
-                                  (gpu_route ? " gpu-route" : " ids") + " seed " +
-                                  std::to_string(seed);
-        report(label, mode == ActMode::kBf16 ? "ref bf16" : "ref mxfp8", m);
-        EXPECT_GE(m.cosine, 0.99999) << label;
-        EXPECT_LE(m.nrmse, 0.005) << label;
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        cudaStreamDestroy(st);
       }
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      cudaStreamDestroy(st);
     }
   }
 }

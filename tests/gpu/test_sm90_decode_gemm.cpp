@@ -90,6 +90,29 @@ TEST(Sm90DecodeSpec, OwnWindowHost) {
     EXPECT_EQ(decode_spec_own(c.rows, c.pairs), c.in) << c.rows << " rows, " << c.pairs << " ids";
 }
 
+TEST(Sm90DecodeSpec, TakesIdsHost) {
+  // The glue's question before it sets up the GPU router's ready flag (run.cpp): the rule's
+  // verdict without own inputs, at the rows hint run_moe passes (T x 16 x E / Et). The flag
+  // exists only where this is true, so at EP16 T = 8 / 64 and TP8 x EP4 T = 8 / 64 both arms of
+  // a MXMOE_ROUTED_SPEC A/B launch the same kernels.
+  const int saved = decode_spec();
+  decode_set_spec(kDecodeSpecSmall);
+  EXPECT_TRUE(decode_spec_takes_ids(56, 1, 3584, 3072));    // EP16 T = 1
+  EXPECT_FALSE(decode_spec_takes_ids(56, 2, 3584, 3072));   // EP16 T = 2
+  EXPECT_FALSE(decode_spec_takes_ids(56, 8, 3584, 3072));   // EP16 T = 8: the own window's rows
+  EXPECT_FALSE(decode_spec_takes_ids(56, 64, 3584, 3072));  // EP16 T = 64
+  EXPECT_TRUE(decode_spec_takes_ids(224, 4, 3584, 384));    // TP8 x EP4 T = 1
+  EXPECT_TRUE(decode_spec_takes_ids(224, 8, 3584, 384));    // TP8 x EP4 T = 2
+  EXPECT_FALSE(decode_spec_takes_ids(224, 32, 3584, 384));  // TP8 x EP4 T = 8
+  EXPECT_FALSE(decode_spec_takes_ids(224, 256, 3584, 384)); // TP8 x EP4 T = 64
+  // A forced mode answers for itself: Tiles in it, ids taken everywhere; off, nowhere.
+  decode_set_spec(kDecodeSpecAll);
+  EXPECT_TRUE(decode_spec_takes_ids(56, 64, 3584, 3072));
+  decode_set_spec(kDecodeSpecOff);
+  EXPECT_FALSE(decode_spec_takes_ids(56, 1, 3584, 3072));
+  decode_set_spec(saved);
+}
+
 TEST(Sm90DecodeSpec, OwnUsableHost) {
   // The caller offers GEMM1 its own rows only where the bulk copies can read them (run.cpp sets
   // GroupedProblem::gemm1_own_offered from this): 16-byte aligned rows of K or more elements,

@@ -27,6 +27,7 @@
 #include "runtime/arch.h"
 #include "runtime/direct_stores.h"
 #include "runtime/prepared.h"
+#include "sm90/decode_gemm.h"
 #include "sm90/grouped_gemm.h"
 #include "smxx/glue.h"
 
@@ -51,6 +52,7 @@ struct Carve {
   float* beta;         // [E]
   float* linear_beta;  // [E]
   int32_t* h_ready;    // [E] GEMM1's finished tiles per expert (zeroed by the glue each call)
+  int32_t* ids_ready;  // [1] the routed ids are written (GroupedProblem::route_ids_ready)
   __nv_bfloat16* h;    // [P, I]
   float* y;            // [P, H]
   size_t total;
@@ -81,6 +83,7 @@ Carve carve(const PreparedWeights* w, int max_tokens, int top_k, char* base) {
   c.beta = reinterpret_cast<float*>(take(E * 4));
   c.linear_beta = reinterpret_cast<float*>(take(E * 4));
   c.h_ready = reinterpret_cast<int32_t*>(take(E * 4));
+  c.ids_ready = reinterpret_cast<int32_t*>(take(4));
   c.h = reinterpret_cast<__nv_bfloat16*>(take(P * I * 2));
   c.y = reinterpret_cast<float*>(take(P * H * 4));
   c.total = off;
@@ -98,6 +101,17 @@ bool fused_prologue_allowed() {
   static const bool allowed = [] {
     const char* v = std::getenv("MXMOE_GLUE");
     return !(v && std::strcmp(v, "separate") == 0);
+  }();
+  return allowed;
+}
+
+// GPU routing in the fused prologue: the decode GEMMs take their tiles from the routed ids
+// behind the prologue's ready flag (GroupedProblem::route_ids_ready). MXMOE_ROUTED_SPEC=0 in the
+// environment turns it off (same-binary A/Bs; read once per process).
+bool routed_spec_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("MXMOE_ROUTED_SPEC");
+    return !(v && std::strcmp(v, "0") == 0);
   }();
   return allowed;
 }
@@ -172,6 +186,14 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
   const smxx::PrologueShape shape =
       fused_prologue_allowed() ? smxx::prologue_plan(T, k, Et, E, !caller_routing)
                                : smxx::PrologueShape{};
+  // Under EP a rank expects only its share of the T * k picks: the kernels choose tile widths
+  // from that (a bound of T * k would pick 32-wide tiles at EP16 T=64 for ~1 row per expert).
+  const int rows_hint = static_cast<int>(
+      std::max<int64_t>(1, (static_cast<int64_t>(T) * k * E + Et - 1) / Et));
+  // GPU routing inside the fused prologue: the ids' ready flag only where the decode GEMMs
+  // would take the ids (their rule sees the same rows: sm90::choice_rows).
+  const bool routed_spec = !caller_routing && shape.ok && routed_spec_allowed() &&
+                           sm90::decode_spec_takes_ids(E, std::min(rows_hint, T * k), H, I);
   // Outside the fused prologue (which always writes xq), W4A16 on BF16 rows lets GEMM1 gather
   // straight from the caller's hidden (16-byte rows): the BF16 copy the quantizer would make
   // costs a full read + write of x (~45 us at T = 16384).
@@ -231,6 +253,7 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     a.out_token = out_token;
     a.expert_has_out = c.expert_has_out;
     a.situ = situ;
+    a.ids_ready = routed_spec ? c.ids_ready : nullptr;
     e = smxx::launch_prologue(a, shape, stream);
     if (e != cudaSuccess) return launch_failed("prologue", e);
   } else {
@@ -278,17 +301,16 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     gp.num_experts = E;
     gp.expert_offsets = c.offsets;
     gp.max_rows = T * k;
-    // Under EP a rank expects only its share of the T * k picks: the kernels choose tile widths
-    // from that (a bound of T * k would pick 32-wide tiles at EP16 T=64 for ~1 row per expert).
-    gp.rows_hint = static_cast<int>(
-        std::max<int64_t>(1, (static_cast<int64_t>(T) * k * E + Et - 1) / Et));
+    gp.rows_hint = rows_hint;
     // The caller's ids were written before this chain began, and the glue groups exactly them:
     // the decode GEMMs may find their tiles from them before they wait (sm90/decode_gemm.h,
-    // DecodeSpec; MXMOE_DECODE_SPEC).
-    if (caller_routing) {
-      gp.route_ids = p.topk_ids;
+    // DecodeSpec; MXMOE_DECODE_SPEC). The GPU router's ids too, once the fused prologue's flag
+    // says they are written (it sets the flag after its routing, long before it completes).
+    if (caller_routing || routed_spec) {
+      gp.route_ids = ids;  // the caller's, or the GPU router's behind the prologue's flag
       gp.route_pairs = T * k;
       gp.route_expert_start = w->expert_start;
+      gp.route_ids_ready = routed_spec ? c.ids_ready : nullptr;
     }
 
     sm90::Gemm1Params g1;

@@ -174,9 +174,10 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
   // for the previous kernel only before it exits.
   const bool own = kSpec && kGemm1 && spec.own.x != nullptr;
   if constexpr (kSpec) {
-    // Nothing here reads what the chain writes: the ids were complete before it began, the
-    // weights never change (decode_gemm.h, DecodeSpec). (The prefix's barriers publish the
-    // mbarriers.)
+    // Nothing here reads what the chain writes unfenced: the ids were complete before it began
+    // or are published by their ready flag (the prologue's GPU routing), the weights never
+    // change (decode_gemm.h, DecodeSpec). (The prefix's barriers publish the mbarriers.)
+    wait_ids_ready(spec.ids_ready);
     build_tile_prefix_from_ids<kBN, kBulkThreads, kMaxExperts>(
         p, spec.ids, spec.pairs, spec.expert_start, m_tiles, sPrefix, sWarp, sSpan);
     if constexpr (S > 1) cluster_sync_all();  // peers' barriers exist before any remote arrive

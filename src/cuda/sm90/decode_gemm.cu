@@ -223,6 +223,20 @@ cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split
   }
 }
 
+// The mode in force for one problem (decode_gemm.h): MXMOE_DECODE_SPEC's bits, or under the rule
+// (kDecodeSpecSmall) the own-inputs window where GEMM1 is offered its own inputs, else Tiles |
+// EarlyGemm2 where the expected GEMM2 weight stream is small, else nothing. Both GEMMs see the
+// same H x I per expert and the same rows hint, so both launches reach the same verdict, and so
+// does the glue asking before it launches them (decode_spec_takes_ids).
+int spec_mode(bool own_offered, int rows, int pairs, int num_experts, int64_t H, int64_t I) {
+  const int mode = g_spec.load(std::memory_order_relaxed);
+  if (mode != kDecodeSpecSmall) return mode;
+  return own_offered && decode_spec_own(rows, pairs)
+             ? kDecodeSpecTiles | kDecodeSpecEarlyGemm2 | kDecodeSpecOwnInputs
+         : decode_spec_small(num_experts, rows, H, I) ? kDecodeSpecTiles | kDecodeSpecEarlyGemm2
+                                                      : kDecodeSpecOff;
+}
+
 // The DecodeSpec of a launch (decode_gemm.h): for GEMM1 on the bulk ring the early trigger;
 // the ids when the mode asks for them and the problem has them, with the mode's preload, and
 // for GEMM1 on the bulk ring its own inputs (kDecodeSpecOwnInputs) when given and usable by
@@ -232,18 +246,9 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
                    const Gemm1OwnInputs* own) {
   DecodeSpec s;
   s.balance = bulk && decode_balance_applies(g_balance.load(std::memory_order_relaxed), a.K);
-  int mode = g_spec.load(std::memory_order_relaxed);
-  if (mode == kDecodeSpecSmall) {
-    // Both GEMMs see the same H x I per expert (GEMM1 M = 2 I, K = H; GEMM2 M = H, K = I) and
-    // the same rows hint, so both launches reach the same verdict.
-    const int64_t H = kGemm1 ? a.K : a.M, I = kGemm1 ? a.M / 2 : a.K;
-    const int rows = choice_rows(g);
-    mode = g.gemm1_own_offered && decode_spec_own(rows, g.route_pairs)
-               ? kDecodeSpecTiles | kDecodeSpecEarlyGemm2 | kDecodeSpecOwnInputs
-           : decode_spec_small(a.num_experts, rows, H, I)
-               ? kDecodeSpecTiles | kDecodeSpecEarlyGemm2
-               : kDecodeSpecOff;
-  }
+  const int64_t H = kGemm1 ? a.K : a.M, I = kGemm1 ? a.M / 2 : a.K;  // GEMM1 M = 2 I, K = H
+  const int mode =
+      spec_mode(g.gemm1_own_offered, choice_rows(g), g.route_pairs, a.num_experts, H, I);
   if (kGemm1 && bulk) {
     s.trigger = (mode & kDecodeSpecEarlyGemm2) != 0          ? kTriggerAlways
                 : (mode & kDecodeSpecEarlyGemm2Split) != 0   ? kTriggerSplit
@@ -257,6 +262,7 @@ DecodeSpec spec_of(const GroupedProblem& g, bool bulk, const KernelArgs& a,
   s.ids = g.route_ids;
   s.pairs = g.route_pairs;
   s.expert_start = g.route_expert_start;
+  s.ids_ready = g.route_ids_ready;
   s.preload = (mode & kDecodeSpecPreload) != 0 ? 1 : 0;
   // (W4A16 only: the rows go to the MMA as they are, so a GEMM1 that requantizes h, W4A8's,
   // never takes them.)
@@ -326,6 +332,10 @@ int decode_spec() { return g_spec.load(std::memory_order_relaxed); }
 bool decode_spec_small(int num_experts, int rows, int64_t H, int64_t I) {
   const int64_t experts = std::max(1, std::min(num_experts, rows));
   return experts * H * I / 2 <= kDecodeSpecSmallBytes;
+}
+
+bool decode_spec_takes_ids(int num_experts, int rows, int64_t H, int64_t I) {
+  return (spec_mode(false, rows, 0, num_experts, H, I) & kDecodeSpecTiles) != 0;
 }
 
 bool decode_spec_own(int rows, int pairs) {

@@ -99,6 +99,7 @@ struct DecodeSpec {
   const int32_t* ids = nullptr;  // null: the tile list from the offsets, after the wait
   int pairs = 0;
   int expert_start = 0;
+  const int* ids_ready = nullptr;  // non-null: read ids once this is set (route_ids_ready)
   int preload = 0;  // the first tile's weights requested before the wait
   int trigger = 0;  // GEMM1 on the bulk ring: kTrigger*, else 0
   int balance = 0;  // the bulk ring: every working cluster as many tiles (decode_balance_applies)
@@ -178,6 +179,12 @@ int decode_spec();  // the mode now in force (tests restore it)
 // kDecodeSpecSmall's test: the expected GEMM2 weight stream of a layer with num_experts local
 // experts of H x I, rows expected pair rows (the rows hint), is at most kDecodeSpecSmallBytes.
 bool decode_spec_small(int num_experts, int rows, int64_t H, int64_t I);
+// Whether the decode GEMMs, under the mode in force, take ids that come without own inputs (the
+// GPU router's, written by the chain's first kernel: GroupedProblem::route_ids_ready) for the
+// same layer and rows. The glue sets up the ids' ready flag only then: elsewhere the flag's
+// fences sit on the prologue's critical path and buy nothing (EP16 / TP8xEP4 T=8 and 64 +0.7..+1
+// us on an H100: bench/NOTES.md, forty-ninth session).
+bool decode_spec_takes_ids(int num_experts, int rows, int64_t H, int64_t I);
 
 // The K split (1, 2 or 4 CTAs of a cluster per tile; 8 only when forced) for m_tiles 64-row
 // weight tiles, KT 64-wide K steps, at most max_rows pair rows over num_experts experts, when

@@ -142,6 +142,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
     }
   }
   if constexpr (kSpec) {  // the wait comes after the first tile's weight loads, below
+    wait_ids_ready(spec.ids_ready);
     build_tile_prefix_from_ids<kBN, kThreads, kMaxExperts>(
         p, spec.ids, spec.pairs, spec.expert_start, m_tiles, sPrefix, sWarp, sSpan);
   } else {

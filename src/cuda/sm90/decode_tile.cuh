@@ -158,6 +158,14 @@ __device__ __forceinline__ SplitSlice split_slice(int KT) {
   s.k_end = (static_cast<int>(s.rank) + 1) * KT / S;
   return s;
 }
+// DecodeSpec::ids_ready (GroupedProblem::route_ids_ready): the ids are written by the chain's
+// first kernel while this one is resident, so thread 0 waits until an acquire load sees the flag
+// set; build_tile_prefix_from_ids' first __syncthreads then orders every thread's id loads
+// (through L2) after it. Null: the ids were complete before the chain began.
+__device__ __forceinline__ void wait_ids_ready(const int* ready) {
+  if (ready != nullptr && threadIdx.x == 0)
+    while (ptx::ld_acquire_gpu(ready) == 0) __nanosleep(64);
+}
 __device__ __forceinline__ void cluster_sync_all() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }

@@ -49,13 +49,19 @@ struct GroupedProblem {
   // Optional: the top-k ids [route_pairs] that expert_offsets were grouped from by the glue's
   // stable grouping (local expert e = id - route_expert_start when in [0, num_experts); other
   // ids, -1 included, own no row), when every id was written before the launch's kernel chain
-  // began (the caller's topk_ids; never ids that a kernel of the chain writes). The decode
+  // began (the caller's topk_ids; ids that a kernel of the chain writes only with
+  // route_ids_ready below). The decode
   // kernels may then find their tiles and start their first weight loads before they wait for
   // the previous kernel (decode_gemm.h, DecodeSpec). Ignored unless route_pairs <= max_rows.
   // Ids that disagree with expert_offsets give wrong results, as wrong offsets would.
   const int32_t* route_ids = nullptr;
   int route_pairs = 0;
   int route_expert_start = 0;
+  // Optional, with route_ids: ids that the chain's first kernel writes while the decode GEMMs
+  // are already resident (the fused prologue's GPU routing, smxx/prologue.cu). That kernel zeroes
+  // this flag before it lets its dependents launch and sets it (release) once the ids are
+  // written; the kernels read the ids only after an acquire load sees it set.
+  const int* route_ids_ready = nullptr;
   // GEMM1 is offered its own inputs (Gemm1Params::own). Set for both launches of a chain so the
   // decode rule (decode_gemm.h, kDecodeOwnMinRows) gives GEMM2 the ids exactly where GEMM1 runs
   // on them; it moves no data.

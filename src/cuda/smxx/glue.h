@@ -152,6 +152,11 @@ struct PrologueArgs {
   int32_t* out_token = nullptr;
   int32_t* expert_has_out = nullptr;
   SituFill situ;  // beta_out and linear_beta_out required
+  // Optional: the ids' ready flag for decode GEMMs that read them while this kernel runs
+  // (sm90/grouped_gemm.h, GroupedProblem::route_ids_ready): CTA 0 sets it to 0 before the
+  // dependents may launch, and to 1 (release) once the ids are final: after its routing, or at
+  // once when they were complete before this kernel (the caller's, or route_kimi's before it).
+  int32_t* ids_ready = nullptr;
   // set by launch_prologue from the shape
   int chunks = 0, route_warps = 0;
 };

@@ -68,8 +68,17 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   glue_stamp(blockIdx.x, cta_timeline::kTlStart);  // (empty outside MXMOE_DECODE_TIMELINE builds)
   pdl::wait();
   glue_stamp(blockIdx.x, cta_timeline::kTlWaited);
-  pdl::launch_dependents();
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  if (blockIdx.x == 0 && a.ids_ready != nullptr) {
+    // The dependents launch only once every CTA has passed its trigger, so they find the flag
+    // at this value, never the last call's 1 (GroupedProblem::route_ids_ready).
+    if (tid == 0) {
+      *reinterpret_cast<volatile int32_t*>(a.ids_ready) = a.logits != nullptr ? 0 : 1;
+      __threadfence();
+    }
+    __syncthreads();
+  }
+  pdl::launch_dependents();
 
   if (blockIdx.x > 0) {  // ---- quantize CTAs ----
     for (int r = blockIdx.x - 1; r < a.T; r += gridDim.x - 1)
@@ -110,6 +119,10 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
     ids = a.route_ids;
     weights = a.route_weights;
     __syncthreads();  // routes visible to the CTA; the key scratch becomes the counters
+    if (a.ids_ready != nullptr && tid == 0) {
+      __threadfence();  // cumulative: the CTA's route stores (the barrier above) before the flag
+      atomicExch(a.ids_ready, 1);
+    }
   }
 
   // ---- grouping: counts per (chunk, local expert) ----
