@@ -39,8 +39,9 @@ TEST(MoeGraph, CaptureThenReplayWithNewInputsAndRouting) {
   auto g = make_gpu_layer(kE, kH, 384, kK, 448, 224, 402);
   ASSERT_TRUE(g);
   const SyntheticLayer& s = *g->syn;
-  // T = 8: GPU routing inside the fused prologue, the decode GEMMs behind its ready flag (reset
-  // and set again by every replay); T = 128: route_kimi before the prologue.
+  // T = 8: GPU routing inside the fused prologue (without the ids' ready flag: the default rule
+  // takes no ids at T = 8 on this layer; MoeDecodeSpec.GpuRoutedIdsBehindTheReadyFlag replays
+  // graphs that use it); T = 128: route_kimi before the prologue.
   for (int T : {8, 128}) {
     for (Backend backend : {Backend::kW4A16, Backend::kW4A8}) {
       for (bool gpu_route : {false, true}) {

@@ -191,9 +191,10 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
   const int rows_hint = static_cast<int>(
       std::max<int64_t>(1, (static_cast<int64_t>(T) * k * E + Et - 1) / Et));
   // GPU routing inside the fused prologue: the ids' ready flag only where the decode GEMMs
-  // would take the ids (their rule sees the same rows: sm90::choice_rows).
-  const bool routed_spec = !caller_routing && shape.ok && routed_spec_allowed() &&
-                           sm90::decode_spec_takes_ids(E, std::min(rows_hint, T * k), H, I);
+  // would take the ids (their rule sees the same rows as gp below: hint rows_hint, bound T * k).
+  const bool routed_spec =
+      !caller_routing && shape.ok && routed_spec_allowed() &&
+      sm90::decode_spec_takes_ids(E, sm90::choice_rows(rows_hint, T * k), H, I);
   // Outside the fused prologue (which always writes xq), W4A16 on BF16 rows lets GEMM1 gather
   // straight from the caller's hidden (16-byte rows): the BF16 copy the quantizer would make
   // costs a full read + write of x (~45 us at T = 16384).

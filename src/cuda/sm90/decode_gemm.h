@@ -182,8 +182,10 @@ bool decode_spec_small(int num_experts, int rows, int64_t H, int64_t I);
 // Whether the decode GEMMs, under the mode in force, take ids that come without own inputs (the
 // GPU router's, written by the chain's first kernel: GroupedProblem::route_ids_ready) for the
 // same layer and rows. The glue sets up the ids' ready flag only then: elsewhere the flag's
-// fences sit on the prologue's critical path and buy nothing (EP16 / TP8xEP4 T=8 and 64 +0.7..+1
-// us on an H100: bench/NOTES.md, forty-ninth session).
+// fences sit on the prologue's critical path and buy nothing (EP16 / TP8xEP4 T=64 +0.7..+0.8 us
+// on an H100 with the flag set everywhere, level with it set only here: bench/NOTES.md,
+// forty-ninth and fiftieth sessions. T=8 still reads ~1 us slower with the flag allowed, though
+// both arms launch the same kernels there: not explained yet).
 bool decode_spec_takes_ids(int num_experts, int rows, int64_t H, int64_t I);
 
 // The K split (1, 2 or 4 CTAs of a cluster per tile; 8 only when forced) for m_tiles 64-row

@@ -67,10 +67,12 @@ struct GroupedProblem {
   // on them; it moves no data.
   bool gemm1_own_offered = false;
 };
-// The row count the heuristics see: the hint, capped by the bound.
-inline int choice_rows(const GroupedProblem& g) {
-  return g.rows_hint > 0 && g.rows_hint < g.max_rows ? g.rows_hint : g.max_rows;
+// The row count the heuristics see: the hint (0: none), capped by the bound. The glue asks it
+// before it builds the problem (run.cpp, the ids' ready flag), the kernels of the problem.
+inline int choice_rows(int rows_hint, int max_rows) {
+  return rows_hint > 0 && rows_hint < max_rows ? rows_hint : max_rows;
 }
+inline int choice_rows(const GroupedProblem& g) { return choice_rows(g.rows_hint, g.max_rows); }
 // kGemmAuto: the decode kernel (decode_gemm.h) for 16-token tiles, the tiled kernel otherwise.
 enum GemmKernel : int { kGemmAuto = 0, kGemmTiled = 1, kGemmDecode = 2 };
 
