@@ -8,8 +8,9 @@
 //   select   route_select_warp: the k picks (threshold select)
 //   tail     the slot sigmoids (a second read of the winners' logits), the slot-order sum and
 //            the weights' stores (route_token_warp_regs' last lines, k <= 32)
-// next to a loads-only kernel (the same 56 loads per lane, no math), the shipped routine whole
-// and an empty kernel. Each kernel is also timed from the host (events around each launch, one
+// next to a loads-only kernel (the same 56 loads per lane, no math), the shipped routine whole,
+// the shipped routine twice in one launch (the second run finds the instructions and the data
+// in the SM's caches: first minus second is the cold fetch) and an empty kernel. Each kernel is also timed from the host (events around each launch, one
 // launch at a time), so the in-kernel cycles and the launch's cost can be told apart.
 // Warm: logits / bias in L2 from the previous launch; flushed: a 256 MiB memset before each.
 // A standalone program, timing only (no assertions, not a ctest; GpuRoute.* test the routine):
@@ -32,8 +33,15 @@ using mxmoe::situ_sigmoid;
 
 constexpr int kE = 896, kK = 16;
 constexpr int kStamps = 6;  // start, after keys, tree, select, tail, end (after a fence)
-enum Variant { kEmpty = 0, kLoadsOnly = 1, kPhases = 2, kShipped = 3 };
-const char* const kName[] = {"empty", "loads only", "phases", "shipped route_token_warp"};
+enum Variant { kEmpty = 0, kLoadsOnly = 1, kPhases = 2, kShipped = 3, kTwice = 4 };
+const char* const kName[] = {"empty", "loads only", "phases", "shipped route_token_warp",
+                             "shipped, twice"};
+// The stamped intervals' names, per variant (the first four; the fifth is the fence).
+const char* const kCols[][4] = {{"-", "-", "-", "-"},
+                                {"loads", "-", "-", "-"},
+                                {"keys", "tree", "select", "tail"},
+                                {"route", "-", "-", "-"},
+                                {"first", "second", "-", "-"}};
 
 // The SM clock, ordered after `dep` is ready: the volatile shared store waits for dep's
 // scoreboard, and the clock read follows it in program order (volatile asm, memory clobber).
@@ -89,6 +97,13 @@ __global__ void __launch_bounds__(32) route_phases(const float* row, const float
   } else if constexpr (V == kShipped) {
     route_token_warp(row, bias, kE, kK, true, 2.5f, scratch, ids, weights);
     t[1] = t[2] = t[3] = t[4] = stamp_after(0u, sink + lane);
+  } else if constexpr (V == kTwice) {
+    route_token_warp(row, bias, kE, kK, true, 2.5f, scratch, ids, weights);
+    __syncwarp();
+    t[1] = stamp_after(static_cast<uint32_t>(ids[lane % kK]), sink + lane);
+    route_token_warp(row, bias, kE, kK, true, 2.5f, scratch, ids + 32, weights + 32);
+    __syncwarp();
+    t[2] = t[3] = t[4] = stamp_after(static_cast<uint32_t>(ids[32 + lane % kK]), sink + lane);
   } else {
     t[1] = t[2] = t[3] = t[4] = t[0];
   }
@@ -143,10 +158,13 @@ void run(const float* row, const float* bias, int32_t* ids, float* weights, long
       return v[v.size() / 2];
     };
     std::vector<double> h(host_us.begin(), host_us.end());
-    std::printf("%-26s %-7s  host %6.2f us  in-kernel ns: keys %6.0f  tree %5.0f  select %6.0f  "
-                "tail %6.0f  fence %5.0f\n",
-                kName[V], flushed ? "flushed" : "warm", median(h), median(phase[0]),
-                median(phase[1]), median(phase[2]), median(phase[3]), median(phase[4]));
+    std::printf("%-25s %-7s host %6.2f us, in-kernel ns (medians):", kName[V],
+                flushed ? "flushed" : "warm", median(h));
+    for (int i = 0; i < 4; ++i)
+      if (kCols[V][i][0] != '-') std::printf(" %s %.0f", kCols[V][i], median(phase[i]));
+    std::printf(" fence %.0f, stamped total %.0f\n", median(phase[4]),
+                median(phase[0]) + median(phase[1]) + median(phase[2]) + median(phase[3]) +
+                    median(phase[4]));
   }
 }
 
@@ -192,6 +210,7 @@ int main() {
   run<kLoadsOnly>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   run<kPhases>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   run<kShipped>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  run<kTwice>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   CK(cudaFree(drow));
   CK(cudaFree(dbias));
   CK(cudaFree(dw));
