@@ -1,0 +1,223 @@
+// tests/gpu/bench_route_phases.cu: where does the GPU router's one-token latency go? (bench/NOTES.md
+// G round 13.) RouteAlone measured ~8.5 us for one token at E = 896 against ~2 us for an empty
+// graph node, flat in k; the prologue's CTA 0 runs the same routine (smxx/route_warp.cuh) on the
+// decode critical path. This program runs one warp on one token, E = 896, k = 16, and stamps
+// clock64 between the routine's phases:
+//   keys     route_lane_keys: the lane's 28 logits and 28 biases loaded, sigmoid + bias -> keys
+//   tree     route_tree_max: the lane's best of its 32 keys
+//   select   route_select_warp: the k picks (threshold select)
+//   tail     the slot sigmoids (a second read of the winners' logits), the slot-order sum and
+//            the weights' stores (route_token_warp_regs' last lines, k <= 32)
+// next to a loads-only kernel (the same 56 loads per lane, no math), the shipped routine whole,
+// the shipped routine twice in one launch (the second run finds the instructions and the data
+// in the SM's caches: first minus second is the cold fetch) and an empty kernel. Each kernel is also timed from the host (events around each launch, one
+// launch at a time), so the in-kernel cycles and the launch's cost can be told apart.
+// Warm: logits / bias in L2 from the previous launch; flushed: a 256 MiB memset before each.
+// A standalone program, timing only (no assertions, not a ctest; GpuRoute.* test the routine):
+// `ninja bench_route_phases` (EXCLUDE_FROM_ALL).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "bench_cuda_check.h"
+#include "smxx/route_warp.cuh"
+
+namespace {
+
+using namespace mxmoe::smxx;
+using mxmoe::situ_sigmoid;
+
+constexpr int kE = 896, kK = 16;
+constexpr int kStamps = 6;  // start, after keys, tree, select, tail, end (after a fence)
+enum Variant { kEmpty = 0, kLoadsOnly = 1, kPhases = 2, kShipped = 3, kTwice = 4 };
+const char* const kName[] = {"empty", "loads only", "phases", "shipped route_token_warp",
+                             "shipped, twice"};
+// The stamped intervals' names, per variant (the first four; the fifth is the fence).
+const char* const kCols[][4] = {{"-", "-", "-", "-"},
+                                {"loads", "-", "-", "-"},
+                                {"keys", "tree", "select", "tail"},
+                                {"route", "-", "-", "-"},
+                                {"first", "second", "-", "-"}};
+
+// The SM clock, ordered after `dep` is ready: the volatile shared store waits for dep's
+// scoreboard, and the clock read follows it in program order (volatile asm, memory clobber).
+__device__ __forceinline__ long long stamp_after(uint32_t dep, volatile uint32_t* sink) {
+  *sink = dep;
+  long long t;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)::"memory");
+  return t;
+}
+
+template <int V>
+__global__ void __launch_bounds__(32) route_phases(const float* row, const float* bias,
+                                                   int32_t* ids, float* weights,
+                                                   long long* stamps) {
+  __shared__ __align__(8) uint32_t scratch[kRouteSelectWords];
+  __shared__ uint32_t sink[32];
+  const int lane = threadIdx.x;
+  long long t[kStamps] = {};
+  t[0] = stamp_after(0u, sink + lane);
+  if constexpr (V == kLoadsOnly) {
+    float lg[32], bs[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const int e = lane + 32 * i;
+      lg[i] = e < kE ? row[e] : 0.0f;
+      bs[i] = e < kE ? bias[e] : 0.0f;
+    }
+    uint32_t x = 0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) x ^= __float_as_uint(lg[i]) ^ __float_as_uint(bs[i]);
+    t[1] = t[2] = t[3] = t[4] = stamp_after(x, sink + lane);
+    if (x == 0x12345678u) ids[lane] = 0;  // keeps the loads
+  } else if constexpr (V == kPhases) {
+    uint32_t key[32];
+    const bool nan_token = __any_sync(~0u, route_lane_keys(row, bias, kE, key));
+    t[1] = stamp_after(key[0] ^ key[27], sink + lane);
+    uint32_t lb;
+    int li;
+    route_tree_max(key, lb, li);
+    t[2] = stamp_after(lb ^ static_cast<uint32_t>(li), sink + lane);
+    int32_t my_id = -1;
+    const bool selected = route_select_warp(key, lb, li, kK, scratch, &my_id);
+    t[3] = stamp_after(static_cast<uint32_t>(my_id) ^ selected, sink + lane);
+    const float my_s = lane < kK ? situ_sigmoid(row[my_id]) : 0.0f;
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const float s = __shfl_sync(~0u, my_s, j);
+      if (j < kK) sum += s;
+    }
+    route_write_weights(kK, true, 2.5f, nan_token, sum, my_s, my_id, ids, weights);
+    t[4] = stamp_after(__float_as_uint(sum), sink + lane);
+  } else if constexpr (V == kShipped) {
+    route_token_warp(row, bias, kE, kK, true, 2.5f, scratch, ids, weights);
+    t[1] = t[2] = t[3] = t[4] = stamp_after(0u, sink + lane);
+  } else if constexpr (V == kTwice) {
+    route_token_warp(row, bias, kE, kK, true, 2.5f, scratch, ids, weights);
+    __syncwarp();
+    t[1] = stamp_after(static_cast<uint32_t>(ids[lane % kK]), sink + lane);
+    route_token_warp(row, bias, kE, kK, true, 2.5f, scratch, ids + 32, weights + 32);
+    __syncwarp();
+    t[2] = t[3] = t[4] = stamp_after(static_cast<uint32_t>(ids[32 + lane % kK]), sink + lane);
+  } else {
+    t[1] = t[2] = t[3] = t[4] = t[0];
+  }
+  __threadfence();  // as the prologue's flag write does after the routes
+  t[5] = stamp_after(0u, sink + lane);
+  if (lane == 0)
+    for (int i = 0; i < kStamps; ++i) stamps[i] = t[i];
+}
+
+// Spins ~2 ms on the global timer and returns the SM clock in MHz over that window.
+__global__ void clock_rate(double* mhz) {
+  uint64_t g0, g1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
+  const long long c0 = clock64();
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
+  } while (g1 - g0 < 2000000u);
+  const long long c1 = clock64();
+  *mhz = static_cast<double>(c1 - c0) / static_cast<double>(g1 - g0) * 1e3;
+}
+
+template <int V>
+void run(const float* row, const float* bias, int32_t* ids, float* weights, long long* dstamps,
+         void* flush, size_t flush_bytes, double mhz, cudaStream_t st) {
+  for (int flushed = 0; flushed < 2; ++flushed) {
+    constexpr int kReps = 200, kWarm = 20;
+    std::vector<std::vector<double>> phase(kStamps - 1);
+    std::vector<float> host_us;
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int rep = 0; rep < kReps; ++rep) {
+      CK(cudaMemsetAsync(flush, rep, flushed ? flush_bytes : 256, st));
+      CK(cudaEventRecord(e0, st));
+      route_phases<V><<<1, 32, 0, st>>>(row, bias, ids, weights, dstamps);
+      CK(cudaGetLastError());
+      CK(cudaEventRecord(e1, st));
+      CK(cudaEventSynchronize(e1));
+      long long s[kStamps];
+      CK(cudaMemcpy(s, dstamps, sizeof(s), cudaMemcpyDeviceToHost));
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      if (rep < kWarm) continue;
+      host_us.push_back(ms * 1e3f);
+      for (int i = 0; i + 1 < kStamps; ++i)
+        phase[i].push_back(static_cast<double>(s[i + 1] - s[i]) / mhz * 1e3);  // ns
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    std::vector<double> h(host_us.begin(), host_us.end());
+    std::printf("%-25s %-7s host %6.2f us, in-kernel ns (medians):", kName[V],
+                flushed ? "flushed" : "warm", median(h));
+    for (int i = 0; i < 4; ++i)
+      if (kCols[V][i][0] != '-') std::printf(" %s %.0f", kCols[V][i], median(phase[i]));
+    std::printf(" fence %.0f, stamped total %.0f\n", median(phase[4]),
+                median(phase[0]) + median(phase[1]) + median(phase[2]) + median(phase[3]) +
+                    median(phase[4]));
+  }
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("bench_route_phases on %s: one warp, one token, E = %d, k = %d\n", prop.name, kE,
+              kK);
+  // Logits like a router's (normal, sd 2) and a small correction bias; fixed seed.
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 2.0f), nb(0.0f, 0.05f);
+  std::vector<float> lg(kE), bs(kE);
+  for (int e = 0; e < kE; ++e) {
+    lg[e] = nd(rng);
+    bs[e] = nb(rng);
+  }
+  float *drow, *dbias, *dw;
+  int32_t* dids;
+  long long* dstamps;
+  double* dmhz;
+  const size_t flush_bytes = size_t{256} << 20;
+  void* flush;
+  CK(cudaMalloc(&drow, kE * 4));
+  CK(cudaMalloc(&dbias, kE * 4));
+  CK(cudaMalloc(&dw, 64 * 4));
+  CK(cudaMalloc(&dids, 64 * 4));
+  CK(cudaMalloc(&dstamps, kStamps * 8));
+  CK(cudaMalloc(&dmhz, 8));
+  CK(cudaMalloc(&flush, flush_bytes));
+  CK(cudaMemcpy(drow, lg.data(), kE * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dbias, bs.data(), kE * 4, cudaMemcpyHostToDevice));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  clock_rate<<<1, 1, 0, st>>>(dmhz);
+  CK(cudaGetLastError());
+  double mhz = 0;
+  CK(cudaMemcpyAsync(&mhz, dmhz, 8, cudaMemcpyDeviceToHost, st));
+  CK(cudaStreamSynchronize(st));
+  std::printf("SM clock over a 2 ms spin: %.0f MHz (in-kernel ns = cycles / that)\n", mhz);
+  run<kEmpty>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  run<kLoadsOnly>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  run<kPhases>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  run<kShipped>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  run<kTwice>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  CK(cudaFree(drow));
+  CK(cudaFree(dbias));
+  CK(cudaFree(dw));
+  CK(cudaFree(dids));
+  CK(cudaFree(dstamps));
+  CK(cudaFree(dmhz));
+  CK(cudaFree(flush));
+  CK(cudaStreamDestroy(st));
+  return 0;
+}
