@@ -1,8 +1,8 @@
-// tests/gpu/bench_route_phases.cu: where does the GPU router's one-token latency go? (bench/NOTES.md
-// G round 13.) RouteAlone measured ~8.5 us for one token at E = 896 against ~2 us for an empty
-// graph node, flat in k; the prologue's CTA 0 runs the same routine (smxx/route_warp.cuh) on the
-// decode critical path. This program runs one warp on one token, E = 896, k = 16, and stamps
-// clock64 between the routine's phases:
+// tests/gpu/bench_route_phases.cu: where does the GPU router's one-token latency go?
+// (bench/NOTES.md G round 13.) RouteAlone measured ~8.5 us for one token at E = 896 against
+// ~2 us for an empty graph node, flat in k; the prologue's CTA 0 runs the same routine
+// (smxx/route_warp.cuh) on the decode critical path. This program runs one warp on one token,
+// E = 896, k = 16, and stamps clock64 between the routine's phases:
 //   keys     route_lane_keys: the lane's 28 logits and 28 biases loaded, sigmoid + bias -> keys
 //   tree     route_tree_max: the lane's best of its 32 keys
 //   select   route_select_warp: the k picks (threshold select)
@@ -10,8 +10,9 @@
 //            the weights' stores (route_token_warp_regs' last lines, k <= 32)
 // next to a loads-only kernel (the same 56 loads per lane, no math), the shipped routine whole,
 // the shipped routine twice in one launch (the second run finds the instructions and the data
-// in the SM's caches: first minus second is the cold fetch) and an empty kernel. Each kernel is also timed from the host (events around each launch, one
-// launch at a time), so the in-kernel cycles and the launch's cost can be told apart.
+// in the SM's caches: first minus second is the cold fetch) and an empty kernel. Each kernel is
+// also timed from the host (events around each launch, one launch at a time), so the in-kernel
+// cycles and the launch's cost can be told apart.
 // Warm: logits / bias in L2 from the previous launch; flushed: a 256 MiB memset before each.
 // A standalone program, timing only (no assertions, not a ctest; GpuRoute.* test the routine):
 // `ninja bench_route_phases` (EXCLUDE_FROM_ALL).
