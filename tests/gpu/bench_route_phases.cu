@@ -87,12 +87,7 @@ __global__ void __launch_bounds__(32) route_phases(const float* row, const float
     const bool selected = route_select_warp(key, lb, li, kK, scratch, &my_id);
     t[3] = stamp_after(static_cast<uint32_t>(my_id) ^ selected, sink + lane);
     const float my_s = lane < kK ? situ_sigmoid(row[my_id]) : 0.0f;
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const float s = __shfl_sync(~0u, my_s, j);
-      if (j < kK) sum += s;
-    }
+    const float sum = route_slot_sum(my_s, kK);
     route_write_weights(kK, true, 2.5f, nan_token, sum, my_s, my_id, ids, weights);
     t[4] = stamp_after(__float_as_uint(sum), sink + lane);
   } else if constexpr (V == kShipped) {

@@ -158,6 +158,17 @@ __device__ __forceinline__ bool route_select_warp(const uint32_t (&key)[32], uin
   return true;
 }
 
+// The sum of slots 0..min(k, 32) - 1's sigmoids (lane j holds slot j's my_s), in slot order.
+__device__ __forceinline__ float route_slot_sum(float my_s, int k) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const float s = __shfl_sync(~0u, my_s, j);
+    if (j < k) sum += s;
+  }
+  return sum;
+}
+
 // This lane's keys of experts lane + 32 i (E <= 32 * 32; absent experts 0, as if retired, so
 // never picked when k <= E). Loads first: every logit and bias of the lane is requested before
 // any arithmetic. Written with the sigmoid (whose IEEE division has a called slow path) between
@@ -223,12 +234,7 @@ __device__ __forceinline__ void route_token_warp_regs(const float* row, const fl
   }
   // Slot sigmoids, summed in slot order (as route_kimi: s_0 + s_1 + ... in fp32).
   const float my_s = lane < k ? situ_sigmoid(row[my_id]) : 0.0f;
-  float sum = 0.0f;
-#pragma unroll
-  for (int j = 0; j < 32; ++j) {
-    const float s = __shfl_sync(~0u, my_s, j);
-    if (j < k) sum += s;
-  }
+  float sum = route_slot_sum(my_s, k);
   if (k > 32) {  // slots 32..63: stored unscaled by lane 0 (route_write_weights scales them)
     __syncwarp();
     for (int j = 32; j < k; ++j) {
