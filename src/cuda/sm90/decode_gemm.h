@@ -184,8 +184,8 @@ bool decode_spec_small(int num_experts, int rows, int64_t H, int64_t I);
 // same layer and rows. The glue sets up the ids' ready flag only then: elsewhere the flag's
 // fences sit on the prologue's critical path and buy nothing (EP16 / TP8xEP4 T=64 +0.7..+0.8 us
 // on an H100 with the flag set everywhere, level with it set only here: bench/NOTES.md,
-// forty-ninth and fiftieth sessions. T=8 still reads ~1 us slower with the flag allowed, though
-// both arms launch the same kernels there: not explained yet).
+// forty-ninth and fiftieth sessions. T=8's ~1 us with the flag allowed, where both arms launch
+// the same kernels, is benchmark order: level when T=8 runs alone, fifty-first session).
 bool decode_spec_takes_ids(int num_experts, int rows, int64_t H, int64_t I);
 
 // The K split (1, 2 or 4 CTAs of a cluster per tile; 8 only when forced) for m_tiles 64-row
