@@ -183,6 +183,10 @@ __device__ __forceinline__ bool route_select_warp(const uint32_t (&key)[32], uin
   const uint2 c0 = lane < total ? cand[lane] : make_uint2(0u, 0u);
   const uint2 c1 = lane + 32 < total ? cand[lane + 32] : make_uint2(0u, 0u);
   int r0 = 0, r1 = 0;
+  // Unrolled so several broadcast loads are in flight: one at a time, each candidate waited out
+  // a shared-memory round trip (select 1.47 us of the routine's 3.7 at E = 896, k = 16, ~30
+  // candidates: bench_route_phases, bench/NOTES.md G round 13).
+#pragma unroll 8
   for (int j = 0; j < total; ++j) {
     const uint2 c = cand[j];
     r0 += route_before(c.x, static_cast<int>(c.y), c0.x, static_cast<int>(c0.y)) ? 1 : 0;
