@@ -55,6 +55,18 @@ __device__ __forceinline__ long long stamp_after(uint32_t dep, volatile uint32_t
   return t;
 }
 
+// The lane's 28 logits and biases (experts lane + 32 i), every load issued before any use, as
+// route_lane_keys does.
+__device__ __forceinline__ void load_lane(const float* row, const float* bias, int lane,
+                                          float (&lg)[32], float (&bs)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int e = lane + 32 * i;
+    lg[i] = e < kE ? row[e] : 0.0f;
+    bs[i] = e < kE ? bias[e] : 0.0f;
+  }
+}
+
 template <int V>
 __global__ void __launch_bounds__(32) route_phases(const float* row, const float* bias,
                                                    int32_t* ids, float* weights,
@@ -66,12 +78,7 @@ __global__ void __launch_bounds__(32) route_phases(const float* row, const float
   t[0] = stamp_after(0u, sink + lane);
   if constexpr (V == kLoadsOnly) {
     float lg[32], bs[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int e = lane + 32 * i;
-      lg[i] = e < kE ? row[e] : 0.0f;
-      bs[i] = e < kE ? bias[e] : 0.0f;
-    }
+    load_lane(row, bias, lane, lg, bs);
     uint32_t x = 0;
 #pragma unroll
     for (int i = 0; i < 32; ++i) x ^= __float_as_uint(lg[i]) ^ __float_as_uint(bs[i]);
@@ -99,12 +106,7 @@ __global__ void __launch_bounds__(32) route_phases(const float* row, const float
     // The keys as route_lane_keys computed them before G round 13: situ_sigmoid (an IEEE
     // division with its called slow path) per expert, between the loads and the keys.
     float lg[32], bs[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int e = lane + 32 * i;
-      lg[i] = e < kE ? row[e] : 0.0f;
-      bs[i] = e < kE ? bias[e] : 0.0f;
-    }
+    load_lane(row, bias, lane, lg, bs);
     uint32_t x = 0;
 #pragma unroll
     for (int i = 0; i < 32; ++i)
