@@ -11,9 +11,8 @@
 // next to a loads-only kernel (the same 56 loads per lane, no math), the shipped routine whole,
 // the shipped routine twice in one launch (the second run finds the instructions and the data
 // in the SM's caches: first minus second is the cold fetch), the keys computed as before G round
-// 13 (an IEEE division per sigmoid: against the phases' keys, the same run's A/B), the shipped
-// routine ending in the prologue's release store instead of the old __threadfence() (the fence
-// column's A/B) and an empty kernel. Each kernel is also timed from the host (events around each launch, one launch at a
+// 13 (an IEEE division per sigmoid: against the phases' keys, the same run's A/B) and an empty
+// kernel. Each kernel is also timed from the host (events around each launch, one launch at a
 // time), so the in-kernel cycles and the launch's cost can be told apart.
 // Warm: logits / bias in L2 from the previous launch; flushed: a 256 MiB memset before each.
 // A standalone program, timing only (no assertions, not a ctest; GpuRoute.* test the routine):
@@ -27,7 +26,6 @@
 #include <vector>
 
 #include "bench_cuda_check.h"
-#include "smxx/gpu_flag.cuh"
 #include "smxx/route_warp.cuh"
 
 namespace {
@@ -37,18 +35,16 @@ using mxmoe::situ_sigmoid;
 
 constexpr int kE = 896, kK = 16;
 constexpr int kStamps = 6;  // start, after keys, tree, select, tail, end (after a fence)
-enum Variant { kEmpty, kLoadsOnly, kPhases, kShipped, kTwice, kDivKeys, kShippedRelease };
+enum Variant { kEmpty, kLoadsOnly, kPhases, kShipped, kTwice, kDivKeys };
 const char* const kName[] = {"empty", "loads only", "phases", "shipped route_token_warp",
-                             "shipped, twice", "keys by division", "shipped, release flag"};
-// The stamped intervals' names, per variant (the first four; the fifth is the fence: the old
-// flag's __threadfence(), or for "shipped, release flag" the prologue's flag_release_gpu).
+                             "shipped, twice", "keys by division"};
+// The stamped intervals' names, per variant (the first four; the fifth is the fence).
 const char* const kCols[][4] = {{"-", "-", "-", "-"},
                                 {"loads", "-", "-", "-"},
                                 {"keys", "tree", "select", "tail"},
                                 {"route", "-", "-", "-"},
                                 {"first", "second", "-", "-"},
-                                {"keys", "-", "-", "-"},
-                                {"route", "-", "-", "-"}};
+                                {"keys", "-", "-", "-"}};
 
 // The SM clock, ordered after `dep` is ready: the volatile shared store waits for dep's
 // scoreboard, and the clock read follows it in program order (volatile asm, memory clobber).
@@ -103,7 +99,7 @@ __global__ void __launch_bounds__(32) route_phases(const float* row, const float
     const float sum = route_slot_sum(my_s, kK);
     route_write_weights(kK, true, 2.5f, nan_token, sum, my_s, my_id, ids, weights);
     t[4] = stamp_after(__float_as_uint(sum), sink + lane);
-  } else if constexpr (V == kShipped || V == kShippedRelease) {
+  } else if constexpr (V == kShipped) {
     route_token_warp(row, bias, kE, kK, true, 2.5f, scratch, ids, weights);
     t[1] = t[2] = t[3] = t[4] = stamp_after(0u, sink + lane);
   } else if constexpr (V == kDivKeys) {
@@ -127,10 +123,7 @@ __global__ void __launch_bounds__(32) route_phases(const float* row, const float
   } else {
     t[1] = t[2] = t[3] = t[4] = t[0];
   }
-  if constexpr (V == kShippedRelease)
-    flag_release_gpu(ids + 63, 1);  // as the prologue publishes route_ids_ready (slot 63: unused)
-  else
-    __threadfence();  // the flag's fence before flag_release_gpu
+  __threadfence();  // as the prologue's flag write does after the routes
   t[5] = stamp_after(0u, sink + lane);
   if (lane == 0)
     for (int i = 0; i < kStamps; ++i) stamps[i] = t[i];
@@ -235,7 +228,6 @@ int main() {
   run<kShipped>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   run<kTwice>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   run<kDivKeys>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
-  run<kShippedRelease>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   CK(cudaFree(drow));
   CK(cudaFree(dbias));
   CK(cudaFree(dw));

@@ -29,7 +29,6 @@
 #include "smxx/env_knob.h"
 #include "smxx/glue.h"
 #include "smxx/glue_timeline.cuh"
-#include "smxx/gpu_flag.cuh"
 #include "smxx/group_pairs.cuh"
 #include "smxx/pdl.cuh"
 #include "smxx/quantize_row.cuh"
@@ -121,8 +120,8 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
     weights = a.route_weights;
     __syncthreads();  // routes visible to the CTA; the key scratch becomes the counters
     if (a.ids_ready != nullptr && tid == 0) {
-      // Cumulative: the CTA's route stores (ordered by the barrier above) before the flag.
-      flag_release_gpu(a.ids_ready, 1);
+      __threadfence();  // cumulative: the CTA's route stores (the barrier above) before the flag
+      atomicExch(a.ids_ready, 1);
     }
   }
 
