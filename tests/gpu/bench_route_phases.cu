@@ -10,9 +10,10 @@
 //            the weights' stores (route_token_warp_regs' last lines, k <= 32)
 // next to a loads-only kernel (the same 56 loads per lane, no math), the shipped routine whole,
 // the shipped routine twice in one launch (the second run finds the instructions and the data
-// in the SM's caches: first minus second is the cold fetch) and an empty kernel. Each kernel is
-// also timed from the host (events around each launch, one launch at a time), so the in-kernel
-// cycles and the launch's cost can be told apart.
+// in the SM's caches: first minus second is the cold fetch), the keys computed as before G round
+// 13 (an IEEE division per sigmoid: against the phases' keys, the same run's A/B) and an empty
+// kernel. Each kernel is also timed from the host (events around each launch, one launch at a
+// time), so the in-kernel cycles and the launch's cost can be told apart.
 // Warm: logits / bias in L2 from the previous launch; flushed: a 256 MiB memset before each.
 // A standalone program, timing only (no assertions, not a ctest; GpuRoute.* test the routine):
 // `ninja bench_route_phases` (EXCLUDE_FROM_ALL).
@@ -34,15 +35,16 @@ using mxmoe::situ_sigmoid;
 
 constexpr int kE = 896, kK = 16;
 constexpr int kStamps = 6;  // start, after keys, tree, select, tail, end (after a fence)
-enum Variant { kEmpty = 0, kLoadsOnly = 1, kPhases = 2, kShipped = 3, kTwice = 4 };
+enum Variant { kEmpty, kLoadsOnly, kPhases, kShipped, kTwice, kDivKeys };
 const char* const kName[] = {"empty", "loads only", "phases", "shipped route_token_warp",
-                             "shipped, twice"};
+                             "shipped, twice", "keys by division"};
 // The stamped intervals' names, per variant (the first four; the fifth is the fence).
 const char* const kCols[][4] = {{"-", "-", "-", "-"},
                                 {"loads", "-", "-", "-"},
                                 {"keys", "tree", "select", "tail"},
                                 {"route", "-", "-", "-"},
-                                {"first", "second", "-", "-"}};
+                                {"first", "second", "-", "-"},
+                                {"keys", "-", "-", "-"}};
 
 // The SM clock, ordered after `dep` is ready: the volatile shared store waits for dep's
 // scoreboard, and the clock read follows it in program order (volatile asm, memory clobber).
@@ -51,6 +53,18 @@ __device__ __forceinline__ long long stamp_after(uint32_t dep, volatile uint32_t
   long long t;
   asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)::"memory");
   return t;
+}
+
+// The lane's 28 logits and biases (experts lane + 32 i), every load issued before any use, as
+// route_lane_keys does.
+__device__ __forceinline__ void load_lane(const float* row, const float* bias, int lane,
+                                          float (&lg)[32], float (&bs)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int e = lane + 32 * i;
+    lg[i] = e < kE ? row[e] : 0.0f;
+    bs[i] = e < kE ? bias[e] : 0.0f;
+  }
 }
 
 template <int V>
@@ -64,12 +78,7 @@ __global__ void __launch_bounds__(32) route_phases(const float* row, const float
   t[0] = stamp_after(0u, sink + lane);
   if constexpr (V == kLoadsOnly) {
     float lg[32], bs[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int e = lane + 32 * i;
-      lg[i] = e < kE ? row[e] : 0.0f;
-      bs[i] = e < kE ? bias[e] : 0.0f;
-    }
+    load_lane(row, bias, lane, lg, bs);
     uint32_t x = 0;
 #pragma unroll
     for (int i = 0; i < 32; ++i) x ^= __float_as_uint(lg[i]) ^ __float_as_uint(bs[i]);
@@ -93,6 +102,17 @@ __global__ void __launch_bounds__(32) route_phases(const float* row, const float
   } else if constexpr (V == kShipped) {
     route_token_warp(row, bias, kE, kK, true, 2.5f, scratch, ids, weights);
     t[1] = t[2] = t[3] = t[4] = stamp_after(0u, sink + lane);
+  } else if constexpr (V == kDivKeys) {
+    // The keys as route_lane_keys computed them before G round 13: situ_sigmoid (an IEEE
+    // division with its called slow path) per expert, between the loads and the keys.
+    float lg[32], bs[32];
+    load_lane(row, bias, lane, lg, bs);
+    uint32_t x = 0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i)
+      if (lane + 32 * i < kE) x ^= route_order_key(situ_sigmoid(lg[i]) + bs[i]);
+    t[1] = t[2] = t[3] = t[4] = stamp_after(x, sink + lane);
+    if (x == 0x12345678u) ids[lane] = 0;
   } else if constexpr (V == kTwice) {
     route_token_warp(row, bias, kE, kK, true, 2.5f, scratch, ids, weights);
     __syncwarp();
@@ -207,6 +227,7 @@ int main() {
   run<kPhases>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   run<kShipped>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   run<kTwice>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  run<kDivKeys>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   CK(cudaFree(drow));
   CK(cudaFree(dbias));
   CK(cudaFree(dw));

@@ -93,6 +93,44 @@ __device__ __forceinline__ void route_tree_max(const uint32_t (&key)[N], uint32_
   index = ix[0];
 }
 
+// 1 / x rounded to nearest (IEEE), branch-free, for x in [1, kRouteRcpMax]: rcp.approx and the
+// two FMA correction steps of the compiler's own division fast path, which that range always
+// takes (no denormal, infinite or NaN operand or result), minus the range check and the call of
+// the slow path around every division: in route_lane_keys' 28 sigmoids per lane those branches
+// kept the chains from overlapping, ~1.7 us of a token's ~3.7 us in the routine
+// (bench_route_phases, bench/NOTES.md G round 13). GpuRoute.FastReciprocalIsIeeeOverItsRange
+// checks every float of the range against the device's 1.0f / x, bit for bit. On the host
+// (block_sim's CPU runs of this header) it is the division itself.
+constexpr float kRouteRcpMax = 0x1p125f;
+__device__ __forceinline__ float route_rcp_rn(float x) {
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  r = fmaf(r, fmaf(-x, r, 1.0f), r);
+  return fmaf(r, fmaf(-x, r, 1.0f), r);
+#else
+  return 1.0f / x;
+#endif
+}
+
+// s[i] = situ_sigmoid(z[i]) bit for bit (1 / (1 + expf(-z)), the same expf and the same IEEE
+// reciprocal), the N chains free to overlap: route_rcp_rn wherever 1 + expf(-z) is in its range,
+// and situ_sigmoid for the whole lane otherwise (some z < ~-86.6, or NaN: rare, lane-divergent).
+template <int N>
+__device__ __forceinline__ void route_sigmoids(const float (&z)[N], float (&s)[N]) {
+  bool outside = false;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const float x = 1.0f + expf(-z[i]);
+    outside |= !(x <= kRouteRcpMax);  // NaN included
+    s[i] = route_rcp_rn(x);
+  }
+  if (outside) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) s[i] = situ_sigmoid(z[i]);
+  }
+}
+
 // (key, id) ranks before (key', id') in the routing order: higher key, then lower id.
 __device__ __forceinline__ bool route_before(uint32_t key, int id, uint32_t key2, int id2) {
   return key > key2 || (key == key2 && id < id2);
@@ -145,6 +183,10 @@ __device__ __forceinline__ bool route_select_warp(const uint32_t (&key)[32], uin
   const uint2 c0 = lane < total ? cand[lane] : make_uint2(0u, 0u);
   const uint2 c1 = lane + 32 < total ? cand[lane + 32] : make_uint2(0u, 0u);
   int r0 = 0, r1 = 0;
+  // Unrolled so several broadcast loads are in flight: one at a time, each candidate waited out
+  // a shared-memory round trip (select 1.47 us of the routine's 3.7 at E = 896, k = 16, ~30
+  // candidates: bench_route_phases, bench/NOTES.md G round 13).
+#pragma unroll 8
   for (int j = 0; j < total; ++j) {
     const uint2 c = cand[j];
     r0 += route_before(c.x, static_cast<int>(c.y), c0.x, static_cast<int>(c0.y)) ? 1 : 0;
@@ -174,7 +216,8 @@ __device__ __forceinline__ float route_slot_sum(float my_s, int k) {
 // any arithmetic. Written with the sigmoid (whose IEEE division has a called slow path) between
 // them, the route kernel alone took 15 us at T = 1, k = 1 from a warm L2 (2.6 us for an empty
 // graph node): the loads are thought to have gone out one at a time (bench/NOTES.md G round
-// 12). Returns whether any of the lane's keys is NaN.
+// 12). The sigmoids then run branch-free (route_sigmoids). Returns whether any of the lane's keys
+// is NaN.
 __device__ __forceinline__ bool route_lane_keys(const float* row, const float* bias, int E,
                                                 uint32_t (&key)[32]) {
   const int lane = threadIdx.x % 32;
@@ -185,12 +228,14 @@ __device__ __forceinline__ bool route_lane_keys(const float* row, const float* b
     lg[i] = e < E ? row[e] : 0.0f;
     bs[i] = bias != nullptr && e < E ? bias[e] : 0.0f;
   }
+  float sg[32];
+  route_sigmoids(lg, sg);
   bool saw_nan = false;
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     key[i] = 0u;
     if (lane + 32 * i < E) {
-      const float s = situ_sigmoid(lg[i]);
+      const float s = sg[i];
       const float c = bias ? s + bs[i] : s;
       saw_nan |= c != c;
       key[i] = route_order_key(c);
@@ -269,11 +314,13 @@ __device__ __forceinline__ void route_token_warp(const float* row, const float* 
       lg[u] = e < E ? row[e] : 0.0f;
       bs[u] = bias != nullptr && e < E ? bias[e] : 0.0f;
     }
+    float sg[kBatch];
+    route_sigmoids(lg, sg);
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       const int e = e0 + 32 * u;
       if (e < E) {
-        const float s = situ_sigmoid(lg[u]);
+        const float s = sg[u];
         const float c = bias ? s + bs[u] : s;
         saw_nan |= c != c;
         keys[e] = route_order_key(c);
