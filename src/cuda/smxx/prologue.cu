@@ -24,6 +24,7 @@
 // dispatcher falls back to the separate kernels otherwise); H % 32 == 0; k <= 64.
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 
 #include "smxx/cta_scan.cuh"
 #include "smxx/env_knob.h"
@@ -61,7 +62,12 @@ int max_quant_ctas() {
 }
 constexpr int kMaxScanSeg = 16;         // experts per thread in the offsets scan (<= 8192 / 512)
 
-template <bool kF32, bool kVec>
+// kRoute: the instance that routes (a.logits set) and the one that takes the caller's ids are
+// compiled apart, so the ids path (what engines run) is register-allocated and scheduled for its
+// own code: with the router inlined into one instance, a router change (route_sigmoids, 113 ->
+// 128 registers) moved the ids path's decode times by ~1 us, -1 at TP8xEP4 T=1-8 and +1 at EP16
+// T=1, with no line of that path changed (bench/NOTES.md, fifty-second session, call 4).
+template <bool kF32, bool kVec, bool kRoute>
 __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   extern __shared__ uint32_t smem[];
   __shared__ int32_t warp_sums[kWarps];
@@ -73,7 +79,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
     // The dependents launch only once every CTA has passed its trigger, so they find the flag
     // at this value, never the last call's 1 (GroupedProblem::route_ids_ready).
     if (tid == 0) {
-      *reinterpret_cast<volatile int32_t*>(a.ids_ready) = a.logits != nullptr ? 0 : 1;
+      *reinterpret_cast<volatile int32_t*>(a.ids_ready) = kRoute ? 0 : 1;
       __threadfence();
     }
     __syncthreads();
@@ -98,7 +104,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   // scatter's weight needs no second one (bench/NOTES.md D round 37). (Routed ids are this
   // CTA's own output: read after the routing.)
   const int i_first = c_begin + lane;
-  const bool early = a.logits == nullptr && warp < a.chunks && i_first < c_end;
+  const bool early = !kRoute && warp < a.chunks && i_first < c_end;
   const int32_t id_first = early ? a.ids[i_first] : -1;
   const float w_first = early ? a.weights[i_first] : 0.0f;
   // ---- SiTU parameters ----
@@ -107,7 +113,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   // ---- routing ----
   const int32_t* ids = a.ids;
   const float* weights = a.weights;
-  if (a.logits) {
+  if constexpr (kRoute) {
     if (warp < a.route_warps)
       for (int t = warp; t < a.T; t += a.route_warps) {
         const size_t scratch = static_cast<size_t>(warp) * route_scratch_words(a.num_experts_total);
@@ -243,8 +249,12 @@ cudaError_t launch_prologue(const PrologueArgs& a, const PrologueShape& s, cudaS
   args.chunks = s.chunks;
   args.route_warps = s.route_warps;
   const bool vec = quantize_rows_vectorizable(a.x, a.x_is_f32, a.x_stride);
-  auto kernel = a.x_is_f32 ? (vec ? prologue_kernel<true, true> : prologue_kernel<true, false>)
-                           : (vec ? prologue_kernel<false, true> : prologue_kernel<false, false>);
+  auto pick = [&](auto route) {
+    constexpr bool kR = decltype(route)::value;
+    return a.x_is_f32 ? (vec ? prologue_kernel<true, true, kR> : prologue_kernel<true, false, kR>)
+                      : (vec ? prologue_kernel<false, true, kR> : prologue_kernel<false, false, kR>);
+  };
+  auto kernel = a.logits != nullptr ? pick(std::true_type{}) : pick(std::false_type{});
   return pdl::launch_pdl(kernel, dim3(1 + s.quant_ctas), dim3(kThreads), s.smem_bytes, stream,
                          args);
 }
