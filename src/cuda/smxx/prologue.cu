@@ -43,8 +43,9 @@ constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kSmemBudget = 48 * 1024;  // no opt-in attribute needed (graph-capture friendly)
 // At most kQuantCtas CTAs quantize (or copy) the token rows, each looping over its rows. Each CTA
-// of this kernel takes most of an SM's registers (512 threads), so the count also sets how many
-// SMs the decode GEMM1's CTAs, launched under PDL at the prologue's start, find free: with one
+// of the routing instance takes most of an SM's registers (512 threads; the ids instance, 40 per
+// thread, since the fifty-second session leaves room), so the count also set how many SMs the
+// decode GEMM1's CTAs, launched under PDL at the prologue's start, find free: with one
 // CTA per token up to 128 (before), TP8xEP4 T=128 left GEMM1 3 free SMs and ran ~17 us longer
 // than its kernels' sum. Same binary on an H100 (bench/NOTES.md, thirtieth session; us, w4a16,
 // 128 -> 32): TP8xEP4 T=128 215.6 -> 200.8, T=192 224.5 -> 214.3, T=256 233.5 -> 223.6; EP16
@@ -63,10 +64,13 @@ int max_quant_ctas() {
 constexpr int kMaxScanSeg = 16;         // experts per thread in the offsets scan (<= 8192 / 512)
 
 // kRoute: the instance that routes (a.logits set) and the one that takes the caller's ids are
-// compiled apart, so the ids path (what engines run) is register-allocated and scheduled for its
-// own code: with the router inlined into one instance, a router change (route_sigmoids, 113 ->
-// 128 registers) moved the ids path's decode times by ~1 us, -1 at TP8xEP4 T=1-8 and +1 at EP16
-// T=1, with no line of that path changed (bench/NOTES.md, fifty-second session, call 4).
+// compiled apart, so the ids path (what engines run) is register-allocated for its own code: 40
+// registers, where the one kernel took 128 once the router was inlined (and a router change had
+// moved the ids path's decode times by +-1 us with no line of that path changed). At 40 x 512
+// a CTA no longer fills an SM's register file, so GEMM1's CTAs, launched under PDL, share the
+// prologue's SMs. Same call, H100, caller ids, w4a16 (bench/NOTES.md, fifty-second session, call
+// 5, first of two passes): EP16 T=1 25.6 -> 24.0 us, T=2 36.4 -> 32.9, T=8 72.3 -> 68.9; TP8xEP4
+// T=1 23.6 -> 19.8.
 template <bool kF32, bool kVec, bool kRoute>
 __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   extern __shared__ uint32_t smem[];
@@ -251,8 +255,8 @@ cudaError_t launch_prologue(const PrologueArgs& a, const PrologueShape& s, cudaS
   const bool vec = quantize_rows_vectorizable(a.x, a.x_is_f32, a.x_stride);
   auto pick = [&](auto route) {
     constexpr bool kR = decltype(route)::value;
-    return a.x_is_f32 ? (vec ? prologue_kernel<true, true, kR> : prologue_kernel<true, false, kR>)
-                      : (vec ? prologue_kernel<false, true, kR> : prologue_kernel<false, false, kR>);
+    if (a.x_is_f32) return vec ? prologue_kernel<true, true, kR> : prologue_kernel<true, false, kR>;
+    return vec ? prologue_kernel<false, true, kR> : prologue_kernel<false, false, kR>;
   };
   auto kernel = a.logits != nullptr ? pick(std::true_type{}) : pick(std::false_type{});
   return pdl::launch_pdl(kernel, dim3(1 + s.quant_ctas), dim3(kThreads), s.smem_bytes, stream,
