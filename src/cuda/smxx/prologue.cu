@@ -24,6 +24,7 @@
 // dispatcher falls back to the separate kernels otherwise); H % 32 == 0; k <= 64.
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 
 #include "smxx/cta_scan.cuh"
 #include "smxx/env_knob.h"
@@ -42,8 +43,9 @@ constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kSmemBudget = 48 * 1024;  // no opt-in attribute needed (graph-capture friendly)
 // At most kQuantCtas CTAs quantize (or copy) the token rows, each looping over its rows. Each CTA
-// of this kernel takes most of an SM's registers (512 threads), so the count also sets how many
-// SMs the decode GEMM1's CTAs, launched under PDL at the prologue's start, find free: with one
+// of the routing instance takes most of an SM's registers (512 threads; the ids instance, 40 per
+// thread, since the fifty-second session leaves room), so the count also set how many SMs the
+// decode GEMM1's CTAs, launched under PDL at the prologue's start, find free: with one
 // CTA per token up to 128 (before), TP8xEP4 T=128 left GEMM1 3 free SMs and ran ~17 us longer
 // than its kernels' sum. Same binary on an H100 (bench/NOTES.md, thirtieth session; us, w4a16,
 // 128 -> 32): TP8xEP4 T=128 215.6 -> 200.8, T=192 224.5 -> 214.3, T=256 233.5 -> 223.6; EP16
@@ -61,7 +63,15 @@ int max_quant_ctas() {
 }
 constexpr int kMaxScanSeg = 16;         // experts per thread in the offsets scan (<= 8192 / 512)
 
-template <bool kF32, bool kVec>
+// kRoute: the instance that routes (a.logits set) and the one that takes the caller's ids are
+// compiled apart, so the ids path (what engines run) is register-allocated for its own code: 40
+// registers, where the one kernel took 128 once the router was inlined (and a router change had
+// moved the ids path's decode times by +-1 us with no line of that path changed). At 40 x 512
+// a CTA no longer fills an SM's register file, so GEMM1's CTAs, launched under PDL, share the
+// prologue's SMs. Same call, H100, caller ids, w4a16 (bench/NOTES.md, fifty-second session, call
+// 5, first of two passes): EP16 T=1 25.6 -> 24.0 us, T=2 36.4 -> 32.9, T=8 72.3 -> 68.9; TP8xEP4
+// T=1 23.6 -> 19.8.
+template <bool kF32, bool kVec, bool kRoute>
 __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   extern __shared__ uint32_t smem[];
   __shared__ int32_t warp_sums[kWarps];
@@ -73,7 +83,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
     // The dependents launch only once every CTA has passed its trigger, so they find the flag
     // at this value, never the last call's 1 (GroupedProblem::route_ids_ready).
     if (tid == 0) {
-      *reinterpret_cast<volatile int32_t*>(a.ids_ready) = a.logits != nullptr ? 0 : 1;
+      *reinterpret_cast<volatile int32_t*>(a.ids_ready) = kRoute ? 0 : 1;
       __threadfence();
     }
     __syncthreads();
@@ -98,7 +108,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   // scatter's weight needs no second one (bench/NOTES.md D round 37). (Routed ids are this
   // CTA's own output: read after the routing.)
   const int i_first = c_begin + lane;
-  const bool early = a.logits == nullptr && warp < a.chunks && i_first < c_end;
+  const bool early = !kRoute && warp < a.chunks && i_first < c_end;
   const int32_t id_first = early ? a.ids[i_first] : -1;
   const float w_first = early ? a.weights[i_first] : 0.0f;
   // ---- SiTU parameters ----
@@ -107,7 +117,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   // ---- routing ----
   const int32_t* ids = a.ids;
   const float* weights = a.weights;
-  if (a.logits) {
+  if constexpr (kRoute) {
     if (warp < a.route_warps)
       for (int t = warp; t < a.T; t += a.route_warps) {
         const size_t scratch = static_cast<size_t>(warp) * route_scratch_words(a.num_experts_total);
@@ -243,8 +253,12 @@ cudaError_t launch_prologue(const PrologueArgs& a, const PrologueShape& s, cudaS
   args.chunks = s.chunks;
   args.route_warps = s.route_warps;
   const bool vec = quantize_rows_vectorizable(a.x, a.x_is_f32, a.x_stride);
-  auto kernel = a.x_is_f32 ? (vec ? prologue_kernel<true, true> : prologue_kernel<true, false>)
-                           : (vec ? prologue_kernel<false, true> : prologue_kernel<false, false>);
+  auto pick = [&](auto route) {
+    constexpr bool kR = decltype(route)::value;
+    if (a.x_is_f32) return vec ? prologue_kernel<true, true, kR> : prologue_kernel<true, false, kR>;
+    return vec ? prologue_kernel<false, true, kR> : prologue_kernel<false, false, kR>;
+  };
+  auto kernel = a.logits != nullptr ? pick(std::true_type{}) : pick(std::false_type{});
   return pdl::launch_pdl(kernel, dim3(1 + s.quant_ctas), dim3(kThreads), s.smem_bytes, stream,
                          args);
 }
