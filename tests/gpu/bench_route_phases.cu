@@ -10,10 +10,10 @@
 //            the weights' stores (route_token_warp_regs' last lines, k <= 32)
 // next to a loads-only kernel (the same 56 loads per lane, no math), the shipped routine whole,
 // the shipped routine twice in one launch (the second run finds the instructions and the data
-// in the SM's caches: first minus second is the cold fetch), the keys computed as before G round
-// 13 (an IEEE division per sigmoid: against the phases' keys, the same run's A/B) and an empty
-// kernel. Each kernel is also timed from the host (events around each launch, one launch at a
-// time), so the in-kernel cycles and the launch's cost can be told apart.
+// in the SM's caches: first minus second is the cold fetch), the keys with an IEEE division per
+// sigmoid as before G round 13 (not that code as compiled: see the variant) and an empty kernel.
+// Each kernel is also timed from the host (events around each launch, one launch at a time), so
+// the in-kernel cycles and the launch's cost can be told apart.
 // Warm: logits / bias in L2 from the previous launch; flushed: a 256 MiB memset before each.
 // A standalone program, timing only (no assertions, not a ctest; GpuRoute.* test the routine):
 // `ninja bench_route_phases` (EXCLUDE_FROM_ALL).
@@ -103,8 +103,11 @@ __global__ void __launch_bounds__(32) route_phases(const float* row, const float
     route_token_warp(row, bias, kE, kK, true, 2.5f, scratch, ids, weights);
     t[1] = t[2] = t[3] = t[4] = stamp_after(0u, sink + lane);
   } else if constexpr (V == kDivKeys) {
-    // The keys as route_lane_keys computed them before G round 13: situ_sigmoid (an IEEE
-    // division with its called slow path) per expert, between the loads and the keys.
+    // The keys with situ_sigmoid (an IEEE division with its called slow path) per expert, as
+    // route_lane_keys computed them before G round 13, but not that code as compiled: folded by
+    // XOR, without the NaN vote, it read 3.78 us on an H200 where the old route_lane_keys read
+    // 2.24 on an H100 at equal loads (bench/NOTES.md, fifty-second session). An upper bound on
+    // the division's cost, not the before of an A/B.
     float lg[32], bs[32];
     load_lane(row, bias, lane, lg, bs);
     uint32_t x = 0;
