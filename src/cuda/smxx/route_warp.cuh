@@ -211,37 +211,43 @@ __device__ __forceinline__ float route_slot_sum(float my_s, int k) {
   return sum;
 }
 
-// This lane's keys of experts lane + 32 i (E <= 32 * 32; absent experts 0, as if retired, so
-// never picked when k <= E). Loads first: every logit and bias of the lane is requested before
-// any arithmetic. Written with the sigmoid (whose IEEE division has a called slow path) between
-// them, the route kernel alone took 15 us at T = 1, k = 1 from a warm L2 (2.6 us for an empty
-// graph node): the loads are thought to have gone out one at a time (bench/NOTES.md G round
-// 12). The sigmoids then run branch-free (route_sigmoids). Returns whether any of the lane's keys
-// is NaN.
-__device__ __forceinline__ bool route_lane_keys(const float* row, const float* bias, int E,
-                                                uint32_t (&key)[32]) {
-  const int lane = threadIdx.x % 32;
-  float lg[32], bs[32];
+// The keys of experts e0 + 32 u (u < N) into key[u]; absent experts (e >= E) get 0, as if
+// retired, so they are never picked when k <= E. Loads first: every logit and bias is requested
+// before any arithmetic. Written with the sigmoid (whose IEEE division has a called slow path)
+// between them, the route kernel alone took 15 us at T = 1, k = 1 from a warm L2 (2.6 us for an
+// empty graph node): the loads are thought to have gone out one at a time (bench/NOTES.md G
+// round 12). The sigmoids then run branch-free (route_sigmoids). Returns whether any present
+// key's score (sigmoid + bias) is NaN. The register and the shared-memory routers both take
+// their keys from here, so the two cannot drift apart.
+template <int N>
+__device__ __forceinline__ bool route_keys_strided(const float* row, const float* bias, int E,
+                                                   int e0, uint32_t (&key)[N]) {
+  float lg[N], bs[N];
 #pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const int e = lane + 32 * i;
-    lg[i] = e < E ? row[e] : 0.0f;
-    bs[i] = bias != nullptr && e < E ? bias[e] : 0.0f;
+  for (int u = 0; u < N; ++u) {
+    const int e = e0 + 32 * u;
+    lg[u] = e < E ? row[e] : 0.0f;
+    bs[u] = bias != nullptr && e < E ? bias[e] : 0.0f;
   }
-  float sg[32];
+  float sg[N];
   route_sigmoids(lg, sg);
   bool saw_nan = false;
 #pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    key[i] = 0u;
-    if (lane + 32 * i < E) {
-      const float s = sg[i];
-      const float c = bias ? s + bs[i] : s;
+  for (int u = 0; u < N; ++u) {
+    key[u] = 0u;
+    if (e0 + 32 * u < E) {
+      const float c = bias ? sg[u] + bs[u] : sg[u];
       saw_nan |= c != c;
-      key[i] = route_order_key(c);
+      key[u] = route_order_key(c);
     }
   }
   return saw_nan;
+}
+
+// This lane's keys of experts lane + 32 i (E <= 32 * 32), for the register router.
+__device__ __forceinline__ bool route_lane_keys(const float* row, const float* bias, int E,
+                                                uint32_t (&key)[32]) {
+  return route_keys_strided(row, bias, E, static_cast<int>(threadIdx.x % 32), key);
 }
 
 // E <= kRouteRegExperts: lane l holds the keys of experts l + 32 i in registers and its own best
@@ -305,27 +311,13 @@ __device__ __forceinline__ void route_token_warp(const float* row, const float* 
   }
   const int lane = threadIdx.x % 32;
   bool saw_nan = false;
-  constexpr int kBatch = 8;  // loads in flight per lane before the sigmoids (see above)
+  constexpr int kBatch = 8;  // loads in flight per lane before the sigmoids (route_keys_strided)
   for (int e0 = lane; e0 < E; e0 += 32 * kBatch) {
-    float lg[kBatch], bs[kBatch];
+    uint32_t kb[kBatch];
+    saw_nan |= route_keys_strided(row, bias, E, e0, kb);
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int e = e0 + 32 * u;
-      lg[u] = e < E ? row[e] : 0.0f;
-      bs[u] = bias != nullptr && e < E ? bias[e] : 0.0f;
-    }
-    float sg[kBatch];
-    route_sigmoids(lg, sg);
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int e = e0 + 32 * u;
-      if (e < E) {
-        const float s = sg[u];
-        const float c = bias ? s + bs[u] : s;
-        saw_nan |= c != c;
-        keys[e] = route_order_key(c);
-      }
-    }
+    for (int u = 0; u < kBatch; ++u)
+      if (e0 + 32 * u < E) keys[e0 + 32 * u] = kb[u];
   }
   const bool nan_token = __any_sync(~0u, saw_nan);
   __syncwarp();
