@@ -51,7 +51,9 @@ constexpr int kSmemBudget = 48 * 1024;  // no opt-in attribute needed (graph-cap
 // 128 -> 32): TP8xEP4 T=128 215.6 -> 200.8, T=192 224.5 -> 214.3, T=256 233.5 -> 223.6; EP16
 // T=192 387.8 -> 378.6; T <= 96 within +-0.9% (w4a8 included). MXMOE_PROLOGUE_QUANT_CTAS=n
 // (1..kMaxQuantCtas) replaces it for same-binary A/Bs; read once, so the plan stays a function
-// of sizes (graph-safe).
+// of sizes (graph-safe). Re-timed once the ids instance's CTAs co-reside with GEMM1's (H100, same
+// call, fifty-third session): 16 and 64 were level with 32 within 1 us at T = 16..512 but for
+// 16 at TP8xEP4 T=128 (-2.4..-3.6) and T=256 w4a8 (+2.7), and 64 at EP16 T=64 (+3.5..+4.3).
 constexpr int kQuantCtas = 32;
 constexpr int kMaxQuantCtas = 128;
 int max_quant_ctas() {
@@ -70,7 +72,12 @@ constexpr int kMaxScanSeg = 16;         // experts per thread in the offsets sca
 // a CTA no longer fills an SM's register file, so GEMM1's CTAs, launched under PDL, share the
 // prologue's SMs. Same call, H100, caller ids, w4a16 (bench/NOTES.md, fifty-second session, call
 // 5, first of two passes): EP16 T=1 25.6 -> 24.0 us, T=2 36.4 -> 32.9, T=8 72.3 -> 68.9; TP8xEP4
-// T=1 23.6 -> 19.8.
+// T=1 23.6 -> 19.8. And where 33 CTAs used to fill 33 SMs (fifty-third session, call 1): EP16
+// T=16 103.1 -> 99.4, T=128 335.9 -> 326.7, T=256 387.3 -> 377.9; TP8xEP4 T=16 68.2 -> 63.0,
+// T=256 221.3 -> 214.4; T=512 level. The routing instance keeps its 127 registers: capped at 96
+// (__maxnreg__, 112 bytes of spills) it was 0.8-2 us slower at T = 1..16 (88: 3-4 us). Its
+// quantize CTAs are done before the routing, and GEMM1 streams nothing before the routed ids'
+// flag, so there was no co-residence to win, only the spills on the critical path.
 template <bool kF32, bool kVec, bool kRoute>
 __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   extern __shared__ uint32_t smem[];
