@@ -19,6 +19,10 @@
 // against the shipped routine's outputs, printed). Stamps: keys (until warp 0 holds every key,
 // barrier included), tree, select, tail. The question: how much of the keys phase is the lane's
 // 28 load-and-sigmoid chains, which W warps would share, and how much one load's latency.
+// "phases, 512 threads": "phases" in a CTA of 16 warps compiled for 512 (__launch_bounds__),
+// warps 1..15 exiting at once: whether the wide variants' slower select (fifty-third session,
+// call 4) comes from the compile for 512 threads or from the keys' way into registers; "keys by
+// 1 warp via smem": the wide variants' path with W = 1 (the keys through shared memory).
 // Each kernel is also timed from the host (events around each launch, one launch at a time), so
 // the in-kernel cycles and the launch's cost can be told apart.
 // Warm: logits / bias in L2 from the previous launch; flushed: a 256 MiB memset before each.
@@ -42,11 +46,16 @@ using mxmoe::situ_sigmoid;
 
 constexpr int kE = 896, kK = 16;
 constexpr int kStamps = 6;  // start, after keys, tree, select, tail, end (after a fence)
-enum Variant { kEmpty, kLoadsOnly, kPhases, kShipped, kTwice, kDivKeys, kWide4, kWide16 };
+enum Variant {
+  kEmpty, kLoadsOnly, kPhases, kShipped, kTwice, kDivKeys, kWide4, kWide16, kPhases512, kWide1
+};
 const char* const kName[] = {"empty",          "loads only",       "phases",
                              "shipped route_token_warp", "shipped, twice", "keys by division",
-                             "keys by 4 warps", "keys by 16 warps"};
-constexpr int threads_of(int v) { return v == kWide4 ? 128 : v == kWide16 ? 512 : 32; }
+                             "keys by 4 warps", "keys by 16 warps", "phases, 512 threads",
+                             "keys by 1 warp via smem"};
+constexpr int threads_of(int v) {
+  return v == kWide4 ? 128 : v == kWide16 || v == kPhases512 ? 512 : 32;
+}
 // The stamped intervals' names, per variant (the first four; the fifth is the fence).
 const char* const kCols[][4] = {{"-", "-", "-", "-"},
                                 {"loads", "-", "-", "-"},
@@ -54,6 +63,8 @@ const char* const kCols[][4] = {{"-", "-", "-", "-"},
                                 {"route", "-", "-", "-"},
                                 {"first", "second", "-", "-"},
                                 {"keys", "-", "-", "-"},
+                                {"keys", "tree", "select", "tail"},
+                                {"keys", "tree", "select", "tail"},
                                 {"keys", "tree", "select", "tail"},
                                 {"keys", "tree", "select", "tail"}};
 
@@ -117,7 +128,8 @@ __global__ void __launch_bounds__(threads_of(V)) route_phases(const float* row, 
     for (int i = 0; i < 32; ++i) x ^= __float_as_uint(lg[i]) ^ __float_as_uint(bs[i]);
     t[1] = t[2] = t[3] = t[4] = stamp_after(x, sink + lane);
     if (x == 0x12345678u) ids[lane] = 0;  // keeps the loads
-  } else if constexpr (V == kPhases) {
+  } else if constexpr (V == kPhases || V == kPhases512) {
+    if (threadIdx.x >= 32) return;  // (kPhases512: warp 0 alone works, compiled for 512 threads)
     uint32_t key[32];
     const bool nan_token = __any_sync(~0u, route_lane_keys(row, bias, kE, key));
     t[1] = stamp_after(key[0] ^ key[27], sink + lane);
@@ -132,12 +144,12 @@ __global__ void __launch_bounds__(threads_of(V)) route_phases(const float* row, 
     const float sum = route_slot_sum(my_s, kK);
     route_write_weights(kK, true, 2.5f, nan_token, sum, my_s, my_id, ids, weights);
     t[4] = stamp_after(__float_as_uint(sum), sink + lane);
-  } else if constexpr (V == kWide4 || V == kWide16) {
+  } else if constexpr (V == kWide4 || V == kWide16 || V == kWide1) {
     __shared__ uint32_t keys[1024];
     __shared__ int nan_flag;
     uint32_t key[32];
     const bool nan_token =
-        wide_keys<V == kWide4 ? 4 : 16>(row, bias, keys, &nan_flag, key);
+        wide_keys<V == kWide4 ? 4 : V == kWide16 ? 16 : 1>(row, bias, keys, &nan_flag, key);
     if (threadIdx.x >= 32) return;  // warp 0 selects
     t[1] = stamp_after(key[0] ^ key[27], sink + lane);
     uint32_t lb;
@@ -309,6 +321,8 @@ int main() {
   read_outputs(dids, dw, &got_ids, &got_w);
   std::printf("keys by 16 warps: ids and weights equal to the shipped routine's: %s\n",
               got_ids == ref_ids && got_w == ref_w ? "yes" : "NO");
+  run<kPhases512>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  run<kWide1>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   CK(cudaFree(drow));
   CK(cudaFree(dbias));
   CK(cudaFree(dw));
