@@ -12,6 +12,17 @@
 // the shipped routine twice in one launch (the second run finds the instructions and the data
 // in the SM's caches: first minus second is the cold fetch), the keys with an IEEE division per
 // sigmoid as before G round 13 (not that code as compiled: see the variant) and an empty kernel.
+// "keys by W warps" (W = 4, 16; a CTA of W warps, as the prologue's CTA 0 has idle warps at
+// T < 16): every warp computes the keys of its own 1024 / W experts (route_keys_strided), stores
+// them to shared memory, a barrier, and warp 0 reads its lanes' 28 keys back and runs the shipped
+// tree, select and tail on them: the same keys and the same select, so the same picks (checked
+// against the shipped routine's outputs, printed). Stamps: keys (until warp 0 holds every key,
+// barrier included), tree, select, tail. The question: how much of the keys phase is the lane's
+// 28 load-and-sigmoid chains, which W warps would share, and how much one load's latency.
+// "phases, 512 threads": "phases" in a CTA of 16 warps compiled for 512 (__launch_bounds__),
+// warps 1..15 exiting at once: whether the wide variants' slower select (fifty-third session,
+// call 4) comes from the compile for 512 threads or from the keys' way into registers; "keys by
+// 1 warp via smem": the wide variants' path with W = 1 (the keys through shared memory).
 // Each kernel is also timed from the host (events around each launch, one launch at a time), so
 // the in-kernel cycles and the launch's cost can be told apart.
 // Warm: logits / bias in L2 from the previous launch; flushed: a 256 MiB memset before each.
@@ -35,16 +46,27 @@ using mxmoe::situ_sigmoid;
 
 constexpr int kE = 896, kK = 16;
 constexpr int kStamps = 6;  // start, after keys, tree, select, tail, end (after a fence)
-enum Variant { kEmpty, kLoadsOnly, kPhases, kShipped, kTwice, kDivKeys };
-const char* const kName[] = {"empty", "loads only", "phases", "shipped route_token_warp",
-                             "shipped, twice", "keys by division"};
+enum Variant {
+  kEmpty, kLoadsOnly, kPhases, kShipped, kTwice, kDivKeys, kWide4, kWide16, kPhases512, kWide1
+};
+const char* const kName[] = {"empty",          "loads only",       "phases",
+                             "shipped route_token_warp", "shipped, twice", "keys by division",
+                             "keys by 4 warps", "keys by 16 warps", "phases, 512 threads",
+                             "keys by 1 warp via smem"};
+constexpr int threads_of(int v) {
+  return v == kWide4 ? 128 : v == kWide16 || v == kPhases512 ? 512 : 32;
+}
 // The stamped intervals' names, per variant (the first four; the fifth is the fence).
 const char* const kCols[][4] = {{"-", "-", "-", "-"},
                                 {"loads", "-", "-", "-"},
                                 {"keys", "tree", "select", "tail"},
                                 {"route", "-", "-", "-"},
                                 {"first", "second", "-", "-"},
-                                {"keys", "-", "-", "-"}};
+                                {"keys", "-", "-", "-"},
+                                {"keys", "tree", "select", "tail"},
+                                {"keys", "tree", "select", "tail"},
+                                {"keys", "tree", "select", "tail"},
+                                {"keys", "tree", "select", "tail"}};
 
 // The SM clock, ordered after `dep` is ready: the volatile shared store waits for dep's
 // scoreboard, and the clock read follows it in program order (volatile asm, memory clobber).
@@ -67,13 +89,35 @@ __device__ __forceinline__ void load_lane(const float* row, const float* bias, i
   }
 }
 
+// The wide variants: warp w's keys of experts w * 32 * kPer + lane + 32 u (u < kPer) into
+// keys[], then warp 0's lanes' 32 keys each back (absent experts 0). Returns, in every lane of
+// warp 0, whether any key is NaN.
+template <int kWarps>
+__device__ __forceinline__ bool wide_keys(const float* row, const float* bias, uint32_t* keys,
+                                          int* nan_flag, uint32_t (&key)[32]) {
+  constexpr int kPer = 32 / kWarps;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  uint32_t kb[kPer];
+  const int e0 = warp * 32 * kPer + lane;
+  const bool nan = route_keys_strided(row, bias, kE, e0, kb);
+  if (threadIdx.x == 0) *nan_flag = 0;
+  __syncthreads();
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) keys[e0 + 32 * u] = kb[u];  // 0 when absent
+  if (__any_sync(~0u, nan) && lane == 0) atomicOr(nan_flag, 1);
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < 32; ++i) key[i] = keys[lane + 32 * i];
+  return *nan_flag != 0;
+}
+
 template <int V>
-__global__ void __launch_bounds__(32) route_phases(const float* row, const float* bias,
-                                                   int32_t* ids, float* weights,
-                                                   long long* stamps) {
+__global__ void __launch_bounds__(threads_of(V)) route_phases(const float* row, const float* bias,
+                                                              int32_t* ids, float* weights,
+                                                              long long* stamps) {
   __shared__ __align__(8) uint32_t scratch[kRouteSelectWords];
-  __shared__ uint32_t sink[32];
-  const int lane = threadIdx.x;
+  __shared__ uint32_t sink[threads_of(V)];
+  const int lane = threadIdx.x % 32;
   long long t[kStamps] = {};
   t[0] = stamp_after(0u, sink + lane);
   if constexpr (V == kLoadsOnly) {
@@ -84,9 +128,29 @@ __global__ void __launch_bounds__(32) route_phases(const float* row, const float
     for (int i = 0; i < 32; ++i) x ^= __float_as_uint(lg[i]) ^ __float_as_uint(bs[i]);
     t[1] = t[2] = t[3] = t[4] = stamp_after(x, sink + lane);
     if (x == 0x12345678u) ids[lane] = 0;  // keeps the loads
-  } else if constexpr (V == kPhases) {
+  } else if constexpr (V == kPhases || V == kPhases512) {
+    if (threadIdx.x >= 32) return;  // (kPhases512: warp 0 alone works, compiled for 512 threads)
     uint32_t key[32];
     const bool nan_token = __any_sync(~0u, route_lane_keys(row, bias, kE, key));
+    t[1] = stamp_after(key[0] ^ key[27], sink + lane);
+    uint32_t lb;
+    int li;
+    route_tree_max(key, lb, li);
+    t[2] = stamp_after(lb ^ static_cast<uint32_t>(li), sink + lane);
+    int32_t my_id = -1;
+    const bool selected = route_select_warp(key, lb, li, kK, scratch, &my_id);
+    t[3] = stamp_after(static_cast<uint32_t>(my_id) ^ selected, sink + lane);
+    const float my_s = lane < kK ? situ_sigmoid(row[my_id]) : 0.0f;
+    const float sum = route_slot_sum(my_s, kK);
+    route_write_weights(kK, true, 2.5f, nan_token, sum, my_s, my_id, ids, weights);
+    t[4] = stamp_after(__float_as_uint(sum), sink + lane);
+  } else if constexpr (V == kWide4 || V == kWide16 || V == kWide1) {
+    __shared__ uint32_t keys[1024];
+    __shared__ int nan_flag;
+    uint32_t key[32];
+    const bool nan_token =
+        wide_keys<V == kWide4 ? 4 : V == kWide16 ? 16 : 1>(row, bias, keys, &nan_flag, key);
+    if (threadIdx.x >= 32) return;  // warp 0 selects
     t[1] = stamp_after(key[0] ^ key[27], sink + lane);
     uint32_t lb;
     int li;
@@ -157,7 +221,7 @@ void run(const float* row, const float* bias, int32_t* ids, float* weights, long
     for (int rep = 0; rep < kReps; ++rep) {
       CK(cudaMemsetAsync(flush, rep, flushed ? flush_bytes : 256, st));
       CK(cudaEventRecord(e0, st));
-      route_phases<V><<<1, 32, 0, st>>>(row, bias, ids, weights, dstamps);
+      route_phases<V><<<1, threads_of(V), 0, st>>>(row, bias, ids, weights, dstamps);
       CK(cudaGetLastError());
       CK(cudaEventRecord(e1, st));
       CK(cudaEventSynchronize(e1));
@@ -185,6 +249,15 @@ void run(const float* row, const float* bias, int32_t* ids, float* weights, long
                 median(phase[0]) + median(phase[1]) + median(phase[2]) + median(phase[3]) +
                     median(phase[4]));
   }
+}
+
+// The first kK ids and weights (the last run's outputs), bit for bit.
+void read_outputs(const int32_t* dids, const float* dw, std::vector<int32_t>* ids,
+                  std::vector<uint32_t>* wbits) {
+  ids->resize(kK);
+  wbits->resize(kK);
+  CK(cudaMemcpy(ids->data(), dids, kK * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(wbits->data(), dw, kK * 4, cudaMemcpyDeviceToHost));
 }
 
 }  // namespace
@@ -231,6 +304,25 @@ int main() {
   run<kShipped>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   run<kTwice>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   run<kDivKeys>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  std::vector<int32_t> ref_ids, got_ids;
+  std::vector<uint32_t> ref_w, got_w;
+  CK(cudaMemset(dids, 0xFF, 64 * 4));
+  run<kShipped>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  read_outputs(dids, dw, &ref_ids, &ref_w);
+  CK(cudaMemset(dids, 0xFF, 64 * 4));
+  CK(cudaMemset(dw, 0xFF, 64 * 4));
+  run<kWide4>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  read_outputs(dids, dw, &got_ids, &got_w);
+  std::printf("keys by 4 warps: ids and weights equal to the shipped routine's: %s\n",
+              got_ids == ref_ids && got_w == ref_w ? "yes" : "NO");
+  CK(cudaMemset(dids, 0xFF, 64 * 4));
+  CK(cudaMemset(dw, 0xFF, 64 * 4));
+  run<kWide16>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  read_outputs(dids, dw, &got_ids, &got_w);
+  std::printf("keys by 16 warps: ids and weights equal to the shipped routine's: %s\n",
+              got_ids == ref_ids && got_w == ref_w ? "yes" : "NO");
+  run<kPhases512>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  run<kWide1>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   CK(cudaFree(drow));
   CK(cudaFree(dbias));
   CK(cudaFree(dw));
