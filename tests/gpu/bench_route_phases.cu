@@ -22,7 +22,9 @@
 // "phases, 512 threads": "phases" in a CTA of 16 warps compiled for 512 (__launch_bounds__),
 // warps 1..15 exiting at once: whether the wide variants' slower select (fifty-third session,
 // call 4) comes from the compile for 512 threads or from the keys' way into registers; "keys by
-// 1 warp via smem": the wide variants' path with W = 1 (the keys through shared memory).
+// 1 warp via smem": the wide variants' path with W = 1 (the keys through shared memory). The
+// "maxnreg 128" pair: the 16-warp and 512-thread variants under __maxnreg__(128) instead of
+// __launch_bounds__(512), whether a register target gives the select back its schedule.
 // Each kernel is also timed from the host (events around each launch, one launch at a time), so
 // the in-kernel cycles and the launch's cost can be told apart.
 // Warm: logits / bias in L2 from the previous launch; flushed: a 256 MiB memset before each.
@@ -47,14 +49,20 @@ using mxmoe::situ_sigmoid;
 constexpr int kE = 896, kK = 16;
 constexpr int kStamps = 6;  // start, after keys, tree, select, tail, end (after a fence)
 enum Variant {
-  kEmpty, kLoadsOnly, kPhases, kShipped, kTwice, kDivKeys, kWide4, kWide16, kPhases512, kWide1
+  kEmpty, kLoadsOnly, kPhases, kShipped, kTwice, kDivKeys, kWide4, kWide16, kPhases512, kWide1,
+  kWide16R, kPhases512R
 };
 const char* const kName[] = {"empty",          "loads only",       "phases",
                              "shipped route_token_warp", "shipped, twice", "keys by division",
                              "keys by 4 warps", "keys by 16 warps", "phases, 512 threads",
-                             "keys by 1 warp via smem"};
+                             "keys by 1 warp via smem", "keys by 16 warps, maxnreg 128",
+                             "phases, 512 thr, maxnreg 128"};
+// The __maxnreg__(128) variants run their base variant's code in a kernel compiled under that
+// register target instead of __launch_bounds__ (the two exclude each other).
+constexpr bool is_r128(int v) { return v == kWide16R || v == kPhases512R; }
+constexpr int base_of(int v) { return v == kWide16R ? kWide16 : v == kPhases512R ? kPhases512 : v; }
 constexpr int threads_of(int v) {
-  return v == kWide4 ? 128 : v == kWide16 || v == kPhases512 ? 512 : 32;
+  return v == kWide4 ? 128 : base_of(v) == kWide16 || base_of(v) == kPhases512 ? 512 : 32;
 }
 // The stamped intervals' names, per variant (the first four; the fifth is the fence).
 const char* const kCols[][4] = {{"-", "-", "-", "-"},
@@ -63,6 +71,8 @@ const char* const kCols[][4] = {{"-", "-", "-", "-"},
                                 {"route", "-", "-", "-"},
                                 {"first", "second", "-", "-"},
                                 {"keys", "-", "-", "-"},
+                                {"keys", "tree", "select", "tail"},
+                                {"keys", "tree", "select", "tail"},
                                 {"keys", "tree", "select", "tail"},
                                 {"keys", "tree", "select", "tail"},
                                 {"keys", "tree", "select", "tail"},
@@ -112,9 +122,9 @@ __device__ __forceinline__ bool wide_keys(const float* row, const float* bias, u
 }
 
 template <int V>
-__global__ void __launch_bounds__(threads_of(V)) route_phases(const float* row, const float* bias,
-                                                              int32_t* ids, float* weights,
-                                                              long long* stamps) {
+__device__ __forceinline__ void route_phases_body(const float* row, const float* bias,
+                                                  int32_t* ids, float* weights,
+                                                  long long* stamps) {
   __shared__ __align__(8) uint32_t scratch[kRouteSelectWords];
   __shared__ uint32_t sink[threads_of(V)];
   const int lane = threadIdx.x % 32;
@@ -196,6 +206,19 @@ __global__ void __launch_bounds__(threads_of(V)) route_phases(const float* row, 
     for (int i = 0; i < kStamps; ++i) stamps[i] = t[i];
 }
 
+template <int V>
+__global__ void __launch_bounds__(threads_of(V)) route_phases(const float* row, const float* bias,
+                                                              int32_t* ids, float* weights,
+                                                              long long* stamps) {
+  route_phases_body<V>(row, bias, ids, weights, stamps);
+}
+template <int V>
+__global__ void __maxnreg__(128) route_phases_r128(const float* row, const float* bias,
+                                                   int32_t* ids, float* weights,
+                                                   long long* stamps) {
+  route_phases_body<base_of(V)>(row, bias, ids, weights, stamps);
+}
+
 // Spins ~2 ms on the global timer and returns the SM clock in MHz over that window.
 __global__ void clock_rate(double* mhz) {
   uint64_t g0, g1;
@@ -221,7 +244,10 @@ void run(const float* row, const float* bias, int32_t* ids, float* weights, long
     for (int rep = 0; rep < kReps; ++rep) {
       CK(cudaMemsetAsync(flush, rep, flushed ? flush_bytes : 256, st));
       CK(cudaEventRecord(e0, st));
-      route_phases<V><<<1, threads_of(V), 0, st>>>(row, bias, ids, weights, dstamps);
+      if constexpr (is_r128(V))
+        route_phases_r128<V><<<1, threads_of(V), 0, st>>>(row, bias, ids, weights, dstamps);
+      else
+        route_phases<V><<<1, threads_of(V), 0, st>>>(row, bias, ids, weights, dstamps);
       CK(cudaGetLastError());
       CK(cudaEventRecord(e1, st));
       CK(cudaEventSynchronize(e1));
@@ -323,6 +349,13 @@ int main() {
               got_ids == ref_ids && got_w == ref_w ? "yes" : "NO");
   run<kPhases512>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   run<kWide1>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  CK(cudaMemset(dids, 0xFF, 64 * 4));
+  CK(cudaMemset(dw, 0xFF, 64 * 4));
+  run<kWide16R>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  read_outputs(dids, dw, &got_ids, &got_w);
+  std::printf("keys by 16 warps, maxnreg 128: ids and weights equal to the shipped routine's: %s\n",
+              got_ids == ref_ids && got_w == ref_w ? "yes" : "NO");
+  run<kPhases512R>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   CK(cudaFree(drow));
   CK(cudaFree(dbias));
   CK(cudaFree(dw));
