@@ -121,6 +121,27 @@ __device__ __forceinline__ bool wide_keys(const float* row, const float* bias, u
   return *nan_flag != 0;
 }
 
+// The stamped phases after the keys (stamps t[1..4]): the keys' arrival, route_tree_max,
+// route_select_warp and the tail (slot sigmoids, slot-order sum, the weights' stores), as
+// route_token_warp_regs runs them for k <= 32.
+__device__ __forceinline__ void stamped_pick(uint32_t (&key)[32], bool nan_token,
+                                             const float* row, uint32_t* scratch, int32_t* ids,
+                                             float* weights, int lane, volatile uint32_t* sink,
+                                             long long (&t)[kStamps]) {
+  t[1] = stamp_after(key[0] ^ key[27], sink);
+  uint32_t lb;
+  int li;
+  route_tree_max(key, lb, li);
+  t[2] = stamp_after(lb ^ static_cast<uint32_t>(li), sink);
+  int32_t my_id = -1;
+  const bool selected = route_select_warp(key, lb, li, kK, scratch, &my_id);
+  t[3] = stamp_after(static_cast<uint32_t>(my_id) ^ selected, sink);
+  const float my_s = lane < kK ? situ_sigmoid(row[my_id]) : 0.0f;
+  const float sum = route_slot_sum(my_s, kK);
+  route_write_weights(kK, true, 2.5f, nan_token, sum, my_s, my_id, ids, weights);
+  t[4] = stamp_after(__float_as_uint(sum), sink);
+}
+
 template <int V>
 __device__ __forceinline__ void route_phases_body(const float* row, const float* bias,
                                                   int32_t* ids, float* weights,
@@ -142,18 +163,7 @@ __device__ __forceinline__ void route_phases_body(const float* row, const float*
     if (threadIdx.x >= 32) return;  // (kPhases512: warp 0 alone works, compiled for 512 threads)
     uint32_t key[32];
     const bool nan_token = __any_sync(~0u, route_lane_keys(row, bias, kE, key));
-    t[1] = stamp_after(key[0] ^ key[27], sink + lane);
-    uint32_t lb;
-    int li;
-    route_tree_max(key, lb, li);
-    t[2] = stamp_after(lb ^ static_cast<uint32_t>(li), sink + lane);
-    int32_t my_id = -1;
-    const bool selected = route_select_warp(key, lb, li, kK, scratch, &my_id);
-    t[3] = stamp_after(static_cast<uint32_t>(my_id) ^ selected, sink + lane);
-    const float my_s = lane < kK ? situ_sigmoid(row[my_id]) : 0.0f;
-    const float sum = route_slot_sum(my_s, kK);
-    route_write_weights(kK, true, 2.5f, nan_token, sum, my_s, my_id, ids, weights);
-    t[4] = stamp_after(__float_as_uint(sum), sink + lane);
+    stamped_pick(key, nan_token, row, scratch, ids, weights, lane, sink + lane, t);
   } else if constexpr (V == kWide4 || V == kWide16 || V == kWide1) {
     __shared__ uint32_t keys[1024];
     __shared__ int nan_flag;
@@ -161,18 +171,7 @@ __device__ __forceinline__ void route_phases_body(const float* row, const float*
     const bool nan_token =
         wide_keys<V == kWide4 ? 4 : V == kWide16 ? 16 : 1>(row, bias, keys, &nan_flag, key);
     if (threadIdx.x >= 32) return;  // warp 0 selects
-    t[1] = stamp_after(key[0] ^ key[27], sink + lane);
-    uint32_t lb;
-    int li;
-    route_tree_max(key, lb, li);
-    t[2] = stamp_after(lb ^ static_cast<uint32_t>(li), sink + lane);
-    int32_t my_id = -1;
-    const bool selected = route_select_warp(key, lb, li, kK, scratch, &my_id);
-    t[3] = stamp_after(static_cast<uint32_t>(my_id) ^ selected, sink + lane);
-    const float my_s = lane < kK ? situ_sigmoid(row[my_id]) : 0.0f;
-    const float sum = route_slot_sum(my_s, kK);
-    route_write_weights(kK, true, 2.5f, nan_token, sum, my_s, my_id, ids, weights);
-    t[4] = stamp_after(__float_as_uint(sum), sink + lane);
+    stamped_pick(key, nan_token, row, scratch, ids, weights, lane, sink + lane, t);
   } else if constexpr (V == kShipped) {
     route_token_warp(row, bias, kE, kK, true, 2.5f, scratch, ids, weights);
     t[1] = t[2] = t[3] = t[4] = stamp_after(0u, sink + lane);
