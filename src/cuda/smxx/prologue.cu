@@ -36,10 +36,6 @@
 #include "smxx/route_warp.cuh"
 #include "smxx/situ_fill.cuh"
 
-#ifndef MXMOE_PROLOGUE_ROUTE_MAXNREG
-#define MXMOE_PROLOGUE_ROUTE_MAXNREG 128
-#endif
-
 namespace mxmoe::smxx {
 namespace {
 
@@ -72,9 +68,11 @@ constexpr int kMaxScanSeg = 16;         // experts per thread in the offsets sca
 // (the same 128-register ceiling for 512 threads). Told "512 threads a CTA", ptxas schedules the
 // router's select (route_select_warp) slower: bench_route_phases, one token, H100, the select
 // 1329 ns under the launch bounds against 1198 under the register target, 1188 in a 32-thread
-// kernel (bench/NOTES.md, fifty-third session, call 6). A lower target spills: 96 cost 0.8-2 us
-// end to end (call 1).
-constexpr int kRouteMaxRegs = MXMOE_PROLOGUE_ROUTE_MAXNREG;
+// kernel (bench/NOTES.md, fifty-third session, call 6). A lower target spills: 96 (112 bytes of
+// spills) cost 0.8-2 us end to end at T = 1..16 and 88 cost 3-4 us (call 1); its quantize CTAs
+// are done before the routing and GEMM1 streams nothing before the routed ids' flag, so a cap
+// frees no SM that GEMM1 could use.
+constexpr int kRouteMaxRegs = 128;
 
 // kRoute: the instance that routes (a.logits set) and the one that takes the caller's ids are
 // compiled apart, so the ids path (what engines run) is register-allocated for its own code: 40
@@ -85,10 +83,7 @@ constexpr int kRouteMaxRegs = MXMOE_PROLOGUE_ROUTE_MAXNREG;
 // 5, first of two passes): EP16 T=1 25.6 -> 24.0 us, T=2 36.4 -> 32.9, T=8 72.3 -> 68.9; TP8xEP4
 // T=1 23.6 -> 19.8. And where 33 CTAs used to fill 33 SMs (fifty-third session, call 1): EP16
 // T=16 103.1 -> 99.4, T=128 335.9 -> 326.7, T=256 387.3 -> 377.9; TP8xEP4 T=16 68.2 -> 63.0,
-// T=256 221.3 -> 214.4; T=512 level. The routing instance keeps its ~128 registers: capped at 96
-// (__maxnreg__, 112 bytes of spills) it was 0.8-2 us slower at T = 1..16 (88: 3-4 us). Its
-// quantize CTAs are done before the routing, and GEMM1 streams nothing before the routed ids'
-// flag, so there was no co-residence to win, only the spills on the critical path.
+// T=256 221.3 -> 214.4; T=512 level. The routing instance's registers: kRouteMaxRegs.
 template <bool kF32, bool kVec, bool kRoute>
 __device__ __forceinline__ void prologue_body(const PrologueArgs& a) {
   extern __shared__ uint32_t smem[];
@@ -293,7 +288,8 @@ cudaError_t launch_prologue(const PrologueArgs& a, const PrologueShape& s, cudaS
   const bool vec = quantize_rows_vectorizable(a.x, a.x_is_f32, a.x_stride);
   auto pick = [&](auto route) {
     constexpr bool kR = decltype(route)::value;
-    if (a.x_is_f32) return vec ? prologue_entry<true, true, kR>() : prologue_entry<true, false, kR>();
+    if (a.x_is_f32)
+      return vec ? prologue_entry<true, true, kR>() : prologue_entry<true, false, kR>();
     return vec ? prologue_entry<false, true, kR>() : prologue_entry<false, false, kR>();
   };
   auto kernel = a.logits != nullptr ? pick(std::true_type{}) : pick(std::false_type{});
