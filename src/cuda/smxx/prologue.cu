@@ -80,7 +80,10 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   extern __shared__ uint32_t smem[];
   __shared__ int32_t warp_sums[kWarps];
   glue_stamp(blockIdx.x, cta_timeline::kTlStart);  // (empty outside MXMOE_DECODE_TIMELINE builds)
-  pdl::wait();
+  // The quantize CTAs read only x, written before the chain began: once this kernel is not the
+  // chain's first (route_kimi ran before it), they may start before the wait (smxx/pdl.cuh says
+  // why that holds), and the rows are quantized while the routing still runs.
+  if (!a.rows_before_wait || blockIdx.x == 0) pdl::wait();
   glue_stamp(blockIdx.x, cta_timeline::kTlWaited);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (blockIdx.x == 0 && a.ids_ready != nullptr) {
