@@ -101,16 +101,9 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
           if (shape.route_first)
             e = smxx::launch_route_kimi(dlog.get(), Et, nullptr, T, Et, k, true, 1.0f, rid.get(),
                                         rw.get(), st);
-          if (gpu_route && !shape.route_first) {
-            a.logits = dlog.get();
-            a.logits_stride = Et;
-            a.num_experts_total = Et;
-            a.route_ids = rid.get();
-            a.route_weights = rw.get();
-          } else {
-            a.ids = use_ids;
-            a.weights = use_w;
-          }
+          a.rows_before_wait = shape.route_first;  // as run_moe
+          a.ids = use_ids;  // route_kimi's above with the GPU router
+          a.weights = use_w;
           a.T = T;
           a.k = k;
           a.expert_count = El;

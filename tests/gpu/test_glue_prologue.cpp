@@ -1,6 +1,6 @@
-// tests/gpu/test_glue_prologue.cpp: the fused decode prologue (routing or the caller's ids,
-// activation quantization, grouping, SiTU fill) against the separate glue kernels, every output
-// bit for bit, and its plan's fallback outside its bounds.
+// tests/gpu/test_glue_prologue.cpp: the fused decode prologue (activation quantization,
+// grouping, SiTU fill, on the caller's ids or on route_kimi's run first) against the separate
+// glue kernels, every output bit for bit, and its plan's fallback outside its bounds.
 
 #include <gtest/gtest.h>
 
@@ -125,21 +125,13 @@ void run_prologue_case(const PrologueCase& c) {
   a.H = H;
   a.mxfp8 = c.mxfp8;
   a.xq = fused.xq.get();
-  if (shape.route_first)
+  EXPECT_EQ(shape.route_first, c.gpu_routing) << c.name;  // the GPU router always runs first
+  if (shape.route_first) {
     CUDA_OK(smxx::launch_route_kimi(dlog.get(), c.E_total, dbias.get(), T, c.E_total, k, true,
                                     1.0f, fused.rid.get(), fused.rw.get(), nullptr));
-  if (shape.route_first) {
     a.ids = fused.rid.get();
     a.weights = fused.rw.get();
-  } else if (c.gpu_routing) {
-    a.logits = dlog.get();
-    a.logits_stride = c.E_total;
-    a.bias = dbias.get();
-    a.num_experts_total = c.E_total;
-    a.renormalize = true;
-    a.scaling = 1.0f;
-    a.route_ids = fused.rid.get();
-    a.route_weights = fused.rw.get();
+    a.rows_before_wait = true;  // as run_moe
   } else {
     a.ids = dids.get();
     a.weights = dw.get();
@@ -178,9 +170,8 @@ void run_prologue_case(const PrologueCase& c) {
   expect_same_bits(fready, std::vector<int32_t>(El, 0), "h_ready (prologue)", c.name);
   expect_same_bits(sready, std::vector<int32_t>(El, 0), "h_ready (group scan)", c.name);
   std::printf("[prologue] %s: T=%d k=%d E=%d local [%d, %d) %s routing: %d owned pairs, "
-              "chunks %d, route warps %d%s, %d quantize CTAs, %zu B smem: identical\n", c.name,
-              T, k, c.E_total, c.start, c.start + El, c.gpu_routing ? "GPU" : "caller", off[El],
-              shape.chunks, shape.route_warps, shape.route_first ? " (routed first)" : "",
+              "chunks %d, %d quantize CTAs, %zu B smem: identical\n", c.name, T, k, c.E_total,
+              c.start, c.start + El, c.gpu_routing ? "GPU" : "caller", off[El], shape.chunks,
               shape.quant_ctas, shape.smem_bytes);
 }
 
@@ -194,7 +185,7 @@ TEST(GpuPrologue, MatchesSeparateKernelsBitForBit) {
       {"ep16-t4096-k1-caller", 4096, 1, 896, 56, 56, false, true, false, true, 8},
       {"wide-k40-gpu-route", 37, 40, 40, 0, 40, true, false, true, false, 0},
       {"t3-unaligned-stride", 3, 16, 896, 112, 56, true, false, true, false, 3},
-      {"ep16-t16-gpu-route-16-warps", 16, 16, 896, 448, 56, true, true, true, false, 0},
+      {"ep16-t16-gpu-route", 16, 16, 896, 448, 56, true, true, true, false, 0},
       {"e2048-t2-smem-route", 2, 16, 2048, 64, 64, true, false, true, false, 0},
   };
   for (const auto& c : cases) run_prologue_case(c);
@@ -205,18 +196,17 @@ TEST(GpuPrologue, PlanFallsBackOutsideItsBounds) {
   EXPECT_TRUE(smxx::prologue_plan(256, 16, 896, 224, true).ok);
   EXPECT_FALSE(smxx::prologue_plan(257, 16, 896, 224, true).ok);  // 4112 pairs
   EXPECT_FALSE(smxx::prologue_plan(1, 16, 896, 7000, false).ok);  // counters exceed 48 KB
-  EXPECT_TRUE(smxx::prologue_plan(1, 16, 6144, 56, true).ok);     // 2 routing warps fit
-  EXPECT_EQ(smxx::prologue_plan(1, 16, 6144, 56, true).route_warps, 1);
-  EXPECT_EQ(smxx::prologue_plan(8, 16, 896, 56, true).route_warps, 8);  // one token per warp
-  EXPECT_FALSE(smxx::prologue_plan(8, 16, 896, 56, true).route_first);
-  // Routing warps: 16 with register keys, else as many as 48 KB of keys allow (13 for 896).
-  const int w896 = smxx::kRouteRegExperts >= 896 ? 16 : 13;
-  EXPECT_EQ(smxx::prologue_plan(w896, 16, 896, 56, true).route_warps, w896);
-  EXPECT_TRUE(smxx::prologue_plan(w896 + 1, 16, 896, 56, true).route_first);
-  EXPECT_TRUE(smxx::prologue_plan(64, 16, 896, 56, true).route_first);
-  EXPECT_EQ(smxx::prologue_plan(2, 16, 2048, 56, true).route_warps, 2);  // shared-memory keys: 6 warps
-  EXPECT_TRUE(smxx::prologue_plan(7, 16, 2048, 56, true).route_first);
-  EXPECT_EQ(smxx::prologue_plan(64, 16, 896, 56, true).route_warps, 0);
+  // GPU routing: route_kimi first at every T (the prologue's header says why), given k <= E.
+  for (int T : {1, 8, 16, 17, 64, 256}) {
+    EXPECT_TRUE(smxx::prologue_plan(T, 16, 896, 56, true).route_first) << T;
+    EXPECT_FALSE(smxx::prologue_plan(T, 16, 896, 56, false).route_first) << T;
+  }
+  EXPECT_TRUE(smxx::prologue_plan(1, 16, 6144, 56, true).ok);
+  EXPECT_FALSE(smxx::prologue_plan(1, 17, 16, 16, true).ok);  // k > E
+  // The grouping counters alone size the shared memory: chunks * El + El + 1 words.
+  const smxx::PrologueShape one = smxx::prologue_plan(1, 16, 896, 56, true);
+  EXPECT_EQ(one.chunks, 1);
+  EXPECT_EQ(one.smem_bytes, (56u + 56u + 1u) * 4u);
   // Quantize CTAs: one per token up to 32 (each takes most of an SM; GEMM1's early CTAs need the
   // rest: bench/NOTES.md G round 13), unless MXMOE_PROLOGUE_QUANT_CTAS sets the cap for an A/B.
   if (std::getenv("MXMOE_PROLOGUE_QUANT_CTAS") == nullptr) {
@@ -224,14 +214,7 @@ TEST(GpuPrologue, PlanFallsBackOutsideItsBounds) {
     EXPECT_EQ(smxx::prologue_plan(32, 16, 896, 56, false).quant_ctas, 32);
     EXPECT_EQ(smxx::prologue_plan(128, 16, 896, 224, false).quant_ctas, 32);
   }
-  // The routing warps' scratch fits the CTA's shared memory, however few the counters: the
-  // register keys' select scratch (route_scratch_words) per warp, or E keys per warp.
-  for (int El : {1, 56}) {
-    const smxx::PrologueShape reg = smxx::prologue_plan(16, 16, 896, El, true);
-    EXPECT_GE(reg.smem_bytes, 16u * smxx::route_scratch_words(896) * 4) << El;
-    const smxx::PrologueShape shm = smxx::prologue_plan(2, 16, 2048, El, true);
-    EXPECT_GE(shm.smem_bytes, 2u * 2048 * 4) << El;
-  }
+  // route_kimi's per-warp scratch (route.cu).
   EXPECT_EQ(smxx::route_scratch_words(896), smxx::kRouteSelectWords);
   EXPECT_EQ(smxx::route_scratch_words(1501), 1502);  // even: 8-byte aligned per warp
 }

@@ -105,7 +105,7 @@ bool fused_prologue_allowed() {
   return allowed;
 }
 
-// GPU routing in the fused prologue: the decode GEMMs take their tiles from the routed ids
+// GPU routing before the fused prologue: the decode GEMMs take their tiles from the routed ids
 // behind the prologue's ready flag (GroupedProblem::route_ids_ready). MXMOE_ROUTED_SPEC=0 in the
 // environment turns it off (same-binary A/Bs; read once per process).
 bool routed_spec_allowed() {
@@ -230,19 +230,9 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     a.H = H;
     a.mxfp8 = w4a8;
     a.xq = reinterpret_cast<uint16_t*>(c.xq);
-    if (shape.route_warps > 0) {
-      a.logits = p.router_logits;
-      a.logits_stride = l_stride;
-      a.bias = p.correction_bias;
-      a.num_experts_total = Et;
-      a.renormalize = p.renormalize;
-      a.scaling = p.routed_scaling_factor;
-      a.route_ids = rid;
-      a.route_weights = rw;
-    } else {
-      a.ids = ids;  // the caller's, or route_kimi's above
-      a.weights = weights;
-    }
+    a.rows_before_wait = shape.route_first;  // route_kimi is the chain's first kernel
+    a.ids = ids;  // the caller's, or route_kimi's above
+    a.weights = weights;
     a.T = T;
     a.k = k;
     a.expert_start = w->expert_start;
@@ -306,7 +296,7 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     // The caller's ids were written before this chain began, and the glue groups exactly them:
     // the decode GEMMs may find their tiles from them before they wait (sm90/decode_gemm.h,
     // DecodeSpec; MXMOE_DECODE_SPEC). The GPU router's ids too, once the fused prologue's flag
-    // says they are written (it sets the flag after its routing, long before it completes).
+    // says they are written (route_kimi ran before it; it sets the flag once it has waited).
     if (caller_routing || routed_spec) {
       gp.route_ids = ids;  // the caller's, or the GPU router's behind the prologue's flag
       gp.route_pairs = T * k;

@@ -58,9 +58,9 @@ struct GroupedProblem {
   int route_pairs = 0;
   int route_expert_start = 0;
   // Optional, with route_ids: ids that the chain's first kernel writes while the decode GEMMs
-  // are already resident (the fused prologue's GPU routing, smxx/prologue.cu). That kernel zeroes
-  // this flag before it lets its dependents launch and sets it (release) once the ids are
-  // written; the kernels read the ids only after an acquire load sees it set.
+  // are already resident (the GPU router's, smxx/prologue.cu). That kernel sets this flag
+  // (release) once the ids are written, before it lets its dependents launch; the kernels read
+  // the ids only after an acquire load sees it set.
   const int* route_ids_ready = nullptr;
   // GEMM1 is offered its own inputs (Gemm1Params::own). Set for both launches of a chain so the
   // decode rule (decode_gemm.h, kDecodeOwnMinRows) gives GEMM2 the ids exactly where GEMM1 runs

@@ -108,19 +108,19 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
 cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T, int k,
                            float* out, int64_t out_stride, bool skip_single, cudaStream_t stream);
 
-// ---- prologue.cu: quantize + [route] + group + the SiTU fill in one launch (decode sizes) ----
+// ---- prologue.cu: quantize + group + the SiTU fill in one launch (decode sizes) ----
 constexpr int kPrologueMaxPairs = 4096;
 struct PrologueShape {
   bool ok = false;        // false: the sizes do not fit; use the separate kernels
   int chunks = 0;         // grouping chunks (warps of the grouping CTA)
-  int route_warps = 0;    // routing warps, one token each (0: the ids come from elsewhere)
-  bool route_first = false;  // GPU routing of more tokens than warps: launch_route_kimi first,
-                             // then the prologue on its ids / weights
-  int quant_ctas = 0;     // CTAs quantizing rows, besides the routing / grouping CTA
+  bool route_first = false;  // GPU routing: launch_route_kimi first, then the prologue on its
+                             // ids / weights
+  int quant_ctas = 0;     // CTAs quantizing rows, besides the grouping CTA
   size_t smem_bytes = 0;  // dynamic shared memory of a CTA (<= 48 KB)
 };
 // Decided on the host from sizes only (graph-capturable): T * k <= kPrologueMaxPairs and the
-// routing keys / grouping counters fit 48 KB of shared memory.
+// grouping counters fit 48 KB of shared memory; routing (the GPU router) needs
+// 0 < k <= num_experts_total.
 PrologueShape prologue_plan(int T, int k, int num_experts_total, int expert_count, bool routing);
 struct PrologueArgs {
   // quantize (as launch_quantize_input)
@@ -130,16 +130,11 @@ struct PrologueArgs {
   int H = 0;
   bool mxfp8 = false;
   uint16_t* xq = nullptr;  // [T, H] BF16 bits
-  // routing: logits != null routes into route_ids / route_weights (as launch_route_kimi);
-  // otherwise ids / weights are the caller's
-  const float* logits = nullptr;
-  int64_t logits_stride = 0;
-  const float* bias = nullptr;
-  int num_experts_total = 0;
-  bool renormalize = true;
-  float scaling = 1.0f;
-  int32_t* route_ids = nullptr;
-  float* route_weights = nullptr;
+  // This launch is not the chain's first (launch_route_kimi ran before it in the same chain):
+  // the quantize CTAs skip the wait for it (smxx/pdl.cuh: a kernel that is not the chain's first
+  // starts only once everything before the chain has completed).
+  bool rows_before_wait = false;
+  // the picks: the caller's, or launch_route_kimi's (route_first)
   const int32_t* ids = nullptr;
   const float* weights = nullptr;
   int T = 0, k = 0;
@@ -153,12 +148,11 @@ struct PrologueArgs {
   int32_t* expert_has_out = nullptr;
   SituFill situ;  // beta_out and linear_beta_out required
   // Optional: the ids' ready flag for decode GEMMs that read them while this kernel runs
-  // (sm90/grouped_gemm.h, GroupedProblem::route_ids_ready): CTA 0 sets it to 0 before the
-  // dependents may launch, and to 1 (release) once the ids are final: after its routing, or at
-  // once when they were complete before this kernel (the caller's, or route_kimi's before it).
+  // (sm90/grouped_gemm.h, GroupedProblem::route_ids_ready): CTA 0 sets it to 1 (release) before
+  // the dependents may launch; the ids were final before this kernel.
   int32_t* ids_ready = nullptr;
   // set by launch_prologue from the shape
-  int chunks = 0, route_warps = 0;
+  int chunks = 0;
 };
 cudaError_t launch_prologue(const PrologueArgs& a, const PrologueShape& s, cudaStream_t stream);
 

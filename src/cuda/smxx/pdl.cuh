@@ -21,7 +21,8 @@
 // What a kernel may read before wait(): anything written before the chain began. Every kernel of
 // the chain waits before it triggers, so a kernel starts only once everything before the chain
 // has completed; the decode GEMMs read the caller's top-k ids there (sm90/decode_gemm.h,
-// DecodeSpec), and the weights never change.
+// DecodeSpec), the fused prologue's quantize CTAs the hidden rows when route_kimi is the chain's
+// first kernel (smxx/prologue.cu), and the weights never change.
 // On a kernel launched without the attribute, wait() returns at once, so kernels stay correct
 // under plain <<<>>> launches (tests).
 #pragma once

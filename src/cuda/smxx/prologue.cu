@@ -1,6 +1,7 @@
-// src/cuda/smxx/prologue.cu: the fused decode prologue: quantize + route + EP filter + stable
-// group + SiTU parameter fill in ONE launch, for small T * k (decode), with outputs bit-identical
-// to the separate kernels (quantize.cu, route.cu, group.cu, combine.cu's fill).
+// src/cuda/smxx/prologue.cu: the fused decode prologue: quantize + EP filter + stable group +
+// SiTU parameter fill in ONE launch, for small T * k (decode), with outputs bit-identical to the
+// separate kernels (quantize.cu, group.cu, combine.cu's fill). With GPU routing, route.cu's
+// kernel runs first (prologue_plan's route_first) and this kernel groups its ids.
 //
 // Why: at decode sizes each of those kernels runs for ~1-2 us but costs a launch and a drain in
 // the stream (7 launches before GEMM1); one launch of a few CTAs removes all but one of them.
@@ -8,23 +9,25 @@
 // Algorithm (one grid, 512 threads per CTA):
 //  - CTAs 1..Q quantize token rows r = blockIdx.x - 1 (+= Q) with quantize_row.cuh, the very
 //    routine of quantize.cu, while
-//  - CTA 0 fills the local beta / linear_beta, routes (route_warp.cuh: one warp per token, the
-//    routine of route.cu, each warp with its route_scratch_words of shared memory; when the
-//    tokens outnumber the warps, prologue_plan says route_first and route.cu's kernel runs
-//    before), and groups the T * k pairs: the pairs are cut into `chunks` contiguous chunks
-//    (one warp each);
+//  - CTA 0 fills the local beta / linear_beta and groups the T * k pairs: the pairs are cut
+//    into `chunks` contiguous chunks (one warp each);
 //    per-(chunk, local expert) counts in shared memory, a scan down the chunks and across the
 //    experts gives expert_offsets and each chunk's first row per expert, and each warp walks its
 //    chunk 32 pairs at a time in pair order (__match_any_sync, ranks by lane order). The result
 //    is the unique stable order (expert, token, slot), so it equals group.cu's bit for bit.
-//    Routing results go to global memory and are read back by the same CTA after a barrier
-//    (__syncthreads makes a block's global writes visible to the block).
+// Why the routing is not in here (it was, for T <= 16, until the fifty-fourth session): its ~80 KB
+// of unrolled code sat between the kernel's entry and the grouping, so after an L2 flush (a real
+// layer's weight stream, and the bench's) the grouping ran on cold instruction fetches: ncu, the
+// routing instance alone 12.7 us at EP16 T=1, ~200 of its warp-state samples "no instruction"
+// at the grouping's branch joins. route.cu's kernel, then this one (the 32 KB ids instance), end
+// to end, H100, same call, us (bench/NOTES.md, fifty-fourth session, call 5): EP16 T=1 32.0 ->
+// 29.5, T=8 77.2 -> 75.5, T=16 109.3 -> 104.9; TP8xEP4 T=8 52.4 -> 50.8, T=16 74.5 -> 69.0;
+// T = 2 and TP8xEP4 T=1 level within 0.6.
 // Launched with PDL (smxx/pdl.cuh): everything waits for the predecessor first.
 // Limitations: T * k <= kPrologueMaxPairs and the shared-memory bounds of prologue_plan (the
 // dispatcher falls back to the separate kernels otherwise); H % 32 == 0; k <= 64.
 #include <algorithm>
 #include <climits>
-#include <type_traits>
 
 #include "smxx/cta_scan.cuh"
 #include "smxx/env_knob.h"
@@ -33,7 +36,6 @@
 #include "smxx/group_pairs.cuh"
 #include "smxx/pdl.cuh"
 #include "smxx/quantize_row.cuh"
-#include "smxx/route_warp.cuh"
 #include "smxx/situ_fill.cuh"
 
 namespace mxmoe::smxx {
@@ -43,9 +45,9 @@ constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kSmemBudget = 48 * 1024;  // no opt-in attribute needed (graph-capture friendly)
 // At most kQuantCtas CTAs quantize (or copy) the token rows, each looping over its rows. Each CTA
-// of the routing instance takes most of an SM's registers (512 threads; the ids instance, 40 per
-// thread, since the fifty-second session leaves room), so the count also set how many SMs the
-// decode GEMM1's CTAs, launched under PDL at the prologue's start, find free: with one
+// once took most of an SM's registers (512 threads; 40 per thread since the fifty-second session
+// leave room), so the count also set how many SMs the decode GEMM1's CTAs, launched under PDL at
+// the prologue's start, found free: with one
 // CTA per token up to 128 (before), TP8xEP4 T=128 left GEMM1 3 free SMs and ran ~17 us longer
 // than its kernels' sum. Same binary on an H100 (bench/NOTES.md, thirtieth session; us, w4a16,
 // 128 -> 32): TP8xEP4 T=128 215.6 -> 200.8, T=192 224.5 -> 214.3, T=256 233.5 -> 223.6; EP16
@@ -64,39 +66,31 @@ int max_quant_ctas() {
   return cap;
 }
 constexpr int kMaxScanSeg = 16;         // experts per thread in the offsets scan (<= 8192 / 512)
-// The routing instance's register target: __maxnreg__(128) rather than __launch_bounds__(512)
-// (the same 128-register ceiling for 512 threads). Told "512 threads a CTA", ptxas schedules the
-// router's select (route_select_warp) slower: bench_route_phases, one token, H100, the select
-// 1329 ns under the launch bounds against 1198 under the register target, 1188 in a 32-thread
-// kernel (bench/NOTES.md, fifty-third session, call 6). A lower target spills: 96 (112 bytes of
-// spills) cost 0.8-2 us end to end at T = 1..16 and 88 cost 3-4 us (call 1); its quantize CTAs
-// are done before the routing and GEMM1 streams nothing before the routed ids' flag, so a cap
-// frees no SM that GEMM1 could use.
-constexpr int kRouteMaxRegs = 128;
 
-// kRoute: the instance that routes (a.logits set) and the one that takes the caller's ids are
-// compiled apart, so the ids path (what engines run) is register-allocated for its own code: 40
-// registers, where the one kernel took 128 once the router was inlined (and a router change had
-// moved the ids path's decode times by +-1 us with no line of that path changed). At 40 x 512
-// a CTA no longer fills an SM's register file, so GEMM1's CTAs, launched under PDL, share the
-// prologue's SMs. Same call, H100, caller ids, w4a16 (bench/NOTES.md, fifty-second session, call
+// Registers: 40 a thread, where the kernel took 128 while it held the router (and a router
+// change had moved the ids path's decode times by +-1 us with no line of that path changed). At
+// 40 x 512 a CTA does not fill an SM's register file, so GEMM1's CTAs, launched under PDL, share
+// the prologue's SMs. Same call, H100, caller ids, w4a16 (bench/NOTES.md, fifty-second session, call
 // 5, first of two passes): EP16 T=1 25.6 -> 24.0 us, T=2 36.4 -> 32.9, T=8 72.3 -> 68.9; TP8xEP4
 // T=1 23.6 -> 19.8. And where 33 CTAs used to fill 33 SMs (fifty-third session, call 1): EP16
 // T=16 103.1 -> 99.4, T=128 335.9 -> 326.7, T=256 387.3 -> 377.9; TP8xEP4 T=16 68.2 -> 63.0,
-// T=256 221.3 -> 214.4; T=512 level. The routing instance's registers: kRouteMaxRegs.
-template <bool kF32, bool kVec, bool kRoute>
-__device__ __forceinline__ void prologue_body(const PrologueArgs& a) {
+// T=256 221.3 -> 214.4; T=512 level.
+template <bool kF32, bool kVec>
+__global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   extern __shared__ uint32_t smem[];
   __shared__ int32_t warp_sums[kWarps];
   glue_stamp(blockIdx.x, cta_timeline::kTlStart);  // (empty outside MXMOE_DECODE_TIMELINE builds)
-  pdl::wait();
+  // The quantize CTAs read only x, written before the chain began: once this kernel is not the
+  // chain's first (route_kimi ran before it), they may start before the wait (smxx/pdl.cuh says
+  // why that holds), and the rows are quantized while the routing still runs.
+  if (!a.rows_before_wait || blockIdx.x == 0) pdl::wait();
   glue_stamp(blockIdx.x, cta_timeline::kTlWaited);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (blockIdx.x == 0 && a.ids_ready != nullptr) {
-    // The dependents launch only once every CTA has passed its trigger, so they find the flag
-    // at this value, never the last call's 1 (GroupedProblem::route_ids_ready).
+    // The ids were final before this kernel (the caller's, or route_kimi's, which this grid's
+    // wait above covers): released at once, before the dependents may launch.
     if (tid == 0) {
-      *reinterpret_cast<volatile int32_t*>(a.ids_ready) = kRoute ? 0 : 1;
+      *reinterpret_cast<volatile int32_t*>(a.ids_ready) = 1;
       __threadfence();
     }
     __syncthreads();
@@ -118,35 +112,16 @@ __device__ __forceinline__ void prologue_body(const PrologueArgs& a) {
   const int c_begin = warp * S, c_end = min(P, c_begin + S);
   // The caller's id and routing weight of this lane's first pair, requested before anything
   // else: their DRAM round trip runs under the SiTU fill and the counters' zeroing, and the
-  // scatter's weight needs no second one (bench/NOTES.md D round 37). (Routed ids are this
-  // CTA's own output: read after the routing.)
+  // scatter's weight needs no second one (bench/NOTES.md D round 37).
   const int i_first = c_begin + lane;
-  const bool early = !kRoute && warp < a.chunks && i_first < c_end;
+  const bool early = warp < a.chunks && i_first < c_end;
   const int32_t id_first = early ? a.ids[i_first] : -1;
   const float w_first = early ? a.weights[i_first] : 0.0f;
   // ---- SiTU parameters ----
   fill_situ(a.situ, a.expert_start, El, tid, kThreads);
 
-  // ---- routing ----
   const int32_t* ids = a.ids;
   const float* weights = a.weights;
-  if constexpr (kRoute) {
-    if (warp < a.route_warps)
-      for (int t = warp; t < a.T; t += a.route_warps) {
-        const size_t scratch = static_cast<size_t>(warp) * route_scratch_words(a.num_experts_total);
-        route_token_warp(a.logits + static_cast<size_t>(t) * static_cast<size_t>(a.logits_stride),
-                         a.bias, a.num_experts_total, k, a.renormalize, a.scaling, smem + scratch,
-                         a.route_ids + static_cast<size_t>(t) * k,
-                         a.route_weights + static_cast<size_t>(t) * k);
-      }
-    ids = a.route_ids;
-    weights = a.route_weights;
-    __syncthreads();  // routes visible to the CTA; the key scratch becomes the counters
-    if (a.ids_ready != nullptr && tid == 0) {
-      __threadfence();  // cumulative: the CTA's route stores (the barrier above) before the flag
-      atomicExch(a.ids_ready, 1);
-    }
-  }
 
   // ---- grouping: counts per (chunk, local expert) ----
   int32_t* cnt = reinterpret_cast<int32_t*>(smem);  // [chunks][El]
@@ -213,26 +188,6 @@ __device__ __forceinline__ void prologue_body(const PrologueArgs& a) {
   glue_stamp(0, cta_timeline::kTlExit);  // thread 0 (warp 0: a scatter warp) done
 }
 
-// The entry points: two kernels, not one with an `if constexpr`, because __maxnreg__ on a
-// template changes the register allocation of every instance (the ids instance took 55
-// registers under __maxnreg__(128), against 40 without it; ptxas).
-template <bool kF32, bool kVec>
-__global__ void __launch_bounds__(kThreads) prologue_ids_kernel(PrologueArgs a) {
-  prologue_body<kF32, kVec, false>(a);
-}
-template <bool kF32, bool kVec>  // (__maxnreg__ excludes __launch_bounds__; launched with kThreads)
-__global__ void __maxnreg__(kRouteMaxRegs) prologue_route_kernel(PrologueArgs a) {
-  prologue_body<kF32, kVec, true>(a);
-}
-template <bool kF32, bool kVec, bool kRoute>
-constexpr auto prologue_entry() {
-  if constexpr (kRoute) {
-    return prologue_route_kernel<kF32, kVec>;
-  } else {
-    return prologue_ids_kernel<kF32, kVec>;
-  }
-}
-
 }  // namespace
 
 cudaError_t prologue_timeline_read(std::vector<uint64_t>* out) {
@@ -252,47 +207,24 @@ PrologueShape prologue_plan(int T, int k, int num_experts_total, int expert_coun
   int64_t chunks = (words - El - 1) / El;
   if (chunks < 1) return s;
   chunks = std::min<int64_t>({chunks, kWarps, (P + 31) / 32});
-  int64_t route_warps = 0;
-  if (routing) {
-    if (num_experts_total <= 0 || k > num_experts_total) return s;
-    // One warp routes one token (route_warp.cuh): the CTA routes only when every token gets its
-    // own warp; more tokens are routed first by route.cu's many-CTA kernel (one more launch)
-    // instead of one after another here. Each routing warp needs route_scratch_words of shared
-    // memory (the select's scratch with register keys, E keys otherwise).
-    route_warps = std::min<int64_t>(kWarps, words / route_scratch_words(num_experts_total));
-    if (route_warps >= T) {
-      route_warps = T;
-    } else {
-      route_warps = 0;
-      s.route_first = true;
-    }
-  }
+  if (routing && (num_experts_total <= 0 || k > num_experts_total)) return s;
   s.ok = true;
+  s.route_first = routing;  // route.cu's kernel, then this one on its ids (the file's header)
   s.chunks = static_cast<int>(chunks);
-  s.route_warps = static_cast<int>(route_warps);
   s.quant_ctas = std::min(T, max_quant_ctas());
-  const int64_t route_words =
-      route_warps > 0 ? route_warps * route_scratch_words(num_experts_total) : 0;
-  s.smem_bytes = 4 * static_cast<size_t>(std::max<int64_t>(route_words, chunks * El + El + 1));
+  s.smem_bytes = 4 * static_cast<size_t>(chunks * El + El + 1);
   return s;
 }
 
 cudaError_t launch_prologue(const PrologueArgs& a, const PrologueShape& s, cudaStream_t stream) {
-  if (!s.ok || a.T <= 0 || a.H % 32 != 0 || (s.route_warps > 0) != (a.logits != nullptr) ||
-      (a.out_token != nullptr && a.expert_has_out == nullptr) ||
-      (a.logits == nullptr && (a.ids == nullptr || a.weights == nullptr)))
+  if (!s.ok || a.T <= 0 || a.H % 32 != 0 || a.ids == nullptr || a.weights == nullptr ||
+      (a.out_token != nullptr && a.expert_has_out == nullptr))
     return cudaErrorInvalidValue;
   PrologueArgs args = a;
   args.chunks = s.chunks;
-  args.route_warps = s.route_warps;
   const bool vec = quantize_rows_vectorizable(a.x, a.x_is_f32, a.x_stride);
-  auto pick = [&](auto route) {
-    constexpr bool kR = decltype(route)::value;
-    if (a.x_is_f32)
-      return vec ? prologue_entry<true, true, kR>() : prologue_entry<true, false, kR>();
-    return vec ? prologue_entry<false, true, kR>() : prologue_entry<false, false, kR>();
-  };
-  auto kernel = a.logits != nullptr ? pick(std::true_type{}) : pick(std::false_type{});
+  auto kernel = a.x_is_f32 ? (vec ? prologue_kernel<true, true> : prologue_kernel<true, false>)
+                           : (vec ? prologue_kernel<false, true> : prologue_kernel<false, false>);
   return pdl::launch_pdl(kernel, dim3(1 + s.quant_ctas), dim3(kThreads), s.smem_bytes, stream,
                          args);
 }
