@@ -19,11 +19,13 @@
 // of unrolled code sat between the kernel's entry and the grouping, so after an L2 flush (a real
 // layer's weight stream, and the bench's) the grouping ran on cold instruction fetches: ncu, the
 // routing instance alone 12.7 us at EP16 T=1, ~200 of its warp-state samples "no instruction"
-// at the grouping's branch joins. route.cu's kernel, then this one (the 32 KB ids instance), end
-// to end, H100, same call, us (bench/NOTES.md, fifty-fourth session, call 5): EP16 T=1 32.0 ->
-// 29.5, T=8 77.2 -> 75.5, T=16 109.3 -> 104.9; TP8xEP4 T=8 52.4 -> 50.8, T=16 74.5 -> 69.0;
-// T = 2 and TP8xEP4 T=1 level within 0.6.
-// Launched with PDL (smxx/pdl.cuh): everything waits for the predecessor first.
+// at the grouping's branch joins. route.cu's kernel, then this one (the 32 KB ids instance, its
+// quantize CTAs not waiting for the routing: rows_before_wait), end to end, w4a16, H100, same
+// call, us (bench/NOTES.md, fifty-fourth session, call 7): EP16 T=1 32.1 -> 30.6, T=8 77.1 ->
+// 73.6, T=16 108.8 -> 105.1; TP8xEP4 T=8 52.2 -> 50.2, T=16 73.9 -> 69.2; the one cost, TP8xEP4
+// T=1 28.3 -> 28.6 and T=2 31.5 -> 32.3 (a launch more where the chain is shortest).
+// Launched with PDL (smxx/pdl.cuh): CTA 0 waits for the predecessor first, the quantize CTAs too
+// unless rows_before_wait (route_kimi ran first).
 // Limitations: T * k <= kPrologueMaxPairs and the shared-memory bounds of prologue_plan (the
 // dispatcher falls back to the separate kernels otherwise); H % 32 == 0; k <= 64.
 #include <algorithm>
