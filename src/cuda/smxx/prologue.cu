@@ -47,9 +47,9 @@ constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kSmemBudget = 48 * 1024;  // no opt-in attribute needed (graph-capture friendly)
 // At most kQuantCtas CTAs quantize (or copy) the token rows, each looping over its rows. Each CTA
-// once took most of an SM's registers (512 threads; 40 per thread since the fifty-second session
-// leave room), so the count also set how many SMs the decode GEMM1's CTAs, launched under PDL at
-// the prologue's start, found free: with one
+// used to take most of an SM's registers (512 threads; at 40 a thread, since the fifty-second
+// session, they leave room), so the count also set how many SMs the decode GEMM1's CTAs, launched
+// under PDL at the prologue's start, found free: with one
 // CTA per token up to 128 (before), TP8xEP4 T=128 left GEMM1 3 free SMs and ran ~17 us longer
 // than its kernels' sum. Same binary on an H100 (bench/NOTES.md, thirtieth session; us, w4a16,
 // 128 -> 32): TP8xEP4 T=128 215.6 -> 200.8, T=192 224.5 -> 214.3, T=256 233.5 -> 223.6; EP16
@@ -72,11 +72,11 @@ constexpr int kMaxScanSeg = 16;         // experts per thread in the offsets sca
 // Registers: 40 a thread, where the kernel took 128 while it held the router (and a router
 // change had moved the ids path's decode times by +-1 us with no line of that path changed). At
 // 40 x 512 a CTA does not fill an SM's register file, so GEMM1's CTAs, launched under PDL, share
-// the prologue's SMs. Same call, H100, caller ids, w4a16 (bench/NOTES.md, fifty-second session, call
-// 5, first of two passes): EP16 T=1 25.6 -> 24.0 us, T=2 36.4 -> 32.9, T=8 72.3 -> 68.9; TP8xEP4
-// T=1 23.6 -> 19.8. And where 33 CTAs used to fill 33 SMs (fifty-third session, call 1): EP16
-// T=16 103.1 -> 99.4, T=128 335.9 -> 326.7, T=256 387.3 -> 377.9; TP8xEP4 T=16 68.2 -> 63.0,
-// T=256 221.3 -> 214.4; T=512 level.
+// the prologue's SMs. Same call, H100, caller ids, w4a16 (bench/NOTES.md, fifty-second session,
+// call 5, first of two passes): EP16 T=1 25.6 -> 24.0 us, T=2 36.4 -> 32.9, T=8 72.3 -> 68.9;
+// TP8xEP4 T=1 23.6 -> 19.8. And where 33 CTAs used to fill 33 SMs (fifty-third session, call 1):
+// EP16 T=16 103.1 -> 99.4, T=128 335.9 -> 326.7, T=256 387.3 -> 377.9; TP8xEP4 T=16 68.2 ->
+// 63.0, T=256 221.3 -> 214.4; T=512 level.
 template <bool kF32, bool kVec>
 __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   extern __shared__ uint32_t smem[];
