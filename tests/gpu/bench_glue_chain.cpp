@@ -101,7 +101,6 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
           if (shape.route_first)
             e = smxx::launch_route_kimi(dlog.get(), Et, nullptr, T, Et, k, true, 1.0f, rid.get(),
                                         rw.get(), st);
-          a.rows_before_wait = shape.route_first;  // as run_moe
           a.ids = use_ids;  // route_kimi's above with the GPU router
           a.weights = use_w;
           a.T = T;

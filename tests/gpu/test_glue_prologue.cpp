@@ -131,7 +131,6 @@ void run_prologue_case(const PrologueCase& c) {
                                     1.0f, fused.rid.get(), fused.rw.get(), nullptr));
     a.ids = fused.rid.get();
     a.weights = fused.rw.get();
-    a.rows_before_wait = true;  // as run_moe
   } else {
     a.ids = dids.get();
     a.weights = dw.get();

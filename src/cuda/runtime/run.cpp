@@ -230,7 +230,6 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     a.H = H;
     a.mxfp8 = w4a8;
     a.xq = reinterpret_cast<uint16_t*>(c.xq);
-    a.rows_before_wait = shape.route_first;  // route_kimi is the chain's first kernel
     a.ids = ids;  // the caller's, or route_kimi's above
     a.weights = weights;
     a.T = T;

@@ -130,9 +130,10 @@ struct PrologueArgs {
   int H = 0;
   bool mxfp8 = false;
   uint16_t* xq = nullptr;  // [T, H] BF16 bits
-  // This launch is not the chain's first (launch_route_kimi ran before it in the same chain):
-  // the quantize CTAs skip the wait for it (smxx/pdl.cuh: a kernel that is not the chain's first
-  // starts only once everything before the chain has completed).
+  // Set by launch_prologue from the shape's route_first: launch_route_kimi ran before this
+  // launch in the same chain, so this one is not the chain's first and its quantize CTAs skip
+  // the wait (smxx/pdl.cuh: such a kernel starts only once everything before the chain has
+  // completed).
   bool rows_before_wait = false;
   // the picks: the caller's, or launch_route_kimi's (route_first)
   const int32_t* ids = nullptr;

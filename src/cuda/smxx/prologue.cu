@@ -224,6 +224,7 @@ cudaError_t launch_prologue(const PrologueArgs& a, const PrologueShape& s, cudaS
     return cudaErrorInvalidValue;
   PrologueArgs args = a;
   args.chunks = s.chunks;
+  args.rows_before_wait = s.route_first;
   const bool vec = quantize_rows_vectorizable(a.x, a.x_is_f32, a.x_stride);
   auto kernel = a.x_is_f32 ? (vec ? prologue_kernel<true, true> : prologue_kernel<true, false>)
                            : (vec ? prologue_kernel<false, true> : prologue_kernel<false, false>);
