@@ -217,12 +217,14 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
   situ.linear_beta_out = c.linear_beta;
   situ.h_ready = c.h_ready;
   cudaError_t e = cudaSuccess;
+  // GPU routing runs first on either glue path (the fused prologue's plan says route_first
+  // whenever it routes: smxx/prologue.cu says why); the glue then groups route_kimi's ids.
+  if (!caller_routing) {
+    e = smxx::launch_route_kimi(p.router_logits, l_stride, p.correction_bias, T, Et, k,
+                                p.renormalize, p.routed_scaling_factor, rid, rw, stream);
+    if (e != cudaSuccess) return launch_failed("route_kimi", e);
+  }
   if (shape.ok) {
-    if (shape.route_first) {
-      e = smxx::launch_route_kimi(p.router_logits, l_stride, p.correction_bias, T, Et, k,
-                                  p.renormalize, p.routed_scaling_factor, rid, rw, stream);
-      if (e != cudaSuccess) return launch_failed("route_kimi", e);
-    }
     smxx::PrologueArgs a;
     a.x = p.hidden;
     a.x_is_f32 = p.hidden_dtype == InputDType::kF32;
@@ -252,11 +254,6 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
       e = smxx::launch_quantize_input(p.hidden, p.hidden_dtype == InputDType::kF32, x_stride, T,
                                       H, w4a8, c.xq, stream);
       if (e != cudaSuccess) return launch_failed("quantize_input", e);
-    }
-    if (!caller_routing) {
-      e = smxx::launch_route_kimi(p.router_logits, l_stride, p.correction_bias, T, Et, k,
-                                  p.renormalize, p.routed_scaling_factor, rid, rw, stream);
-      if (e != cudaSuccess) return launch_failed("route_kimi", e);
     }
     smxx::GroupArgs g;
     g.ids = ids;
