@@ -203,10 +203,9 @@ std::vector<RouteBitCase> route_bit_cases() {
   return out;
 }
 
-// launch_route_kimi on case c with the given router choice (reg_experts, wide_tokens,
-// wide_warps); ids and weights back on the host.
-RouteOut route_on_device(const RouteBitCase& c, int reg_experts, int wide_tokens,
-                         int wide_warps) {
+// launch_route_kimi on case c with the given router choice (reg_experts, wide_tokens); ids and
+// weights back on the host.
+RouteOut route_on_device(const RouteBitCase& c, int reg_experts, int wide_tokens) {
   DevBuf<float> dl, db, dw(static_cast<size_t>(c.T) * c.k);
   DevBuf<int32_t> di(static_cast<size_t>(c.T) * c.k);
   RouteOut o;
@@ -214,7 +213,7 @@ RouteOut route_on_device(const RouteBitCase& c, int reg_experts, int wide_tokens
   EXPECT_EQ(cudaSuccess, db.upload(c.bias));
   EXPECT_EQ(cudaSuccess, smxx::launch_route_kimi(dl.get(), c.E, db.get(), c.T, c.E, c.k, true,
                                                  1.0f, di.get(), dw.get(), nullptr, reg_experts,
-                                                 wide_tokens, wide_warps));
+                                                 wide_tokens));
   EXPECT_EQ(cudaSuccess, cudaDeviceSynchronize());
   EXPECT_EQ(cudaSuccess, di.download(&o.ids));
   EXPECT_EQ(cudaSuccess, dw.download(&o.weights));
@@ -241,28 +240,20 @@ TEST(GpuRoute, RegisterKeysMatchSharedMemoryKeysBitForBit) {
   MXMOE_REQUIRE_SM90();
   for (const RouteBitCase& c : route_bit_cases()) {
     SCOPED_TRACE(::testing::Message() << "T=" << c.T << " E=" << c.E << " k=" << c.k);
-    expect_same_bits(route_on_device(c, smxx::kRouteRegMax, 0, smxx::kRouteWideWarps),
-                     route_on_device(c, 0, 0, smxx::kRouteWideWarps));
+    expect_same_bits(route_on_device(c, smxx::kRouteRegMax, 0), route_on_device(c, 0, 0));
   }
 }
 
-// The wide CTAs (route.cu: 8 or 16 warps compute one token's keys, warp 0 picks) against one
-// warp per token with register keys, bit for bit, every case routed wide at every T (131
-// tokens included), NaN tokens, -inf biases, E < 32 and k > 32 (the rounds) among them.
+// The wide CTAs (route.cu: kRouteWideWarps warps compute one token's keys, warp 0 picks)
+// against one warp per token with register keys, bit for bit, every case routed wide at every T
+// (131 tokens included), NaN tokens, -inf biases, E < 32 and k > 32 (the rounds) among them.
 TEST(GpuRoute, WideMatchesOneWarpBitForBit) {
   MXMOE_REQUIRE_SM90();
   for (const RouteBitCase& c : route_bit_cases()) {
     SCOPED_TRACE(::testing::Message() << "T=" << c.T << " E=" << c.E << " k=" << c.k);
-    const RouteOut one = route_on_device(c, smxx::kRouteRegMax, 0, smxx::kRouteWideWarps);
-    for (int warps : {8, 16}) {
-      SCOPED_TRACE(::testing::Message() << "wide warps " << warps);
-      expect_same_bits(route_on_device(c, smxx::kRouteRegMax, 1 << 30, warps), one);
-    }
+    expect_same_bits(route_on_device(c, smxx::kRouteRegMax, 1 << 30),
+                     route_on_device(c, smxx::kRouteRegMax, 0));
   }
-  // Anything but 8 or 16 warps is refused, not launched.
-  EXPECT_EQ(cudaErrorInvalidValue,
-            smxx::launch_route_kimi(nullptr, 896, nullptr, 1, 896, 16, true, 1.0f, nullptr,
-                                    nullptr, nullptr, smxx::kRouteRegMax, 1, 4));
 }
 
 TEST(GpuRoute, SmallExpertCountAndWideTopK) {

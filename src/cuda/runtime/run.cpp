@@ -117,16 +117,11 @@ bool routed_spec_allowed() {
   return allowed;
 }
 
-// The GPU router's wide CTAs (smxx/route.cu): up to MXMOE_ROUTE_WIDE_TOKENS tokens (0: one warp
-// per token at every T), MXMOE_ROUTE_WIDE_WARPS warps each (8 or 16). Same bits either way;
-// same-binary A/Bs, read once per process.
+// The GPU router's wide CTAs (smxx/route.cu) up to MXMOE_ROUTE_WIDE_TOKENS tokens (0: one warp
+// per token at every T). Same bits either way; same-binary A/Bs, read once per process.
 int route_wide_tokens() {
   static const int n = smxx::env_int("MXMOE_ROUTE_WIDE_TOKENS", smxx::kRouteWideTokens);
   return n;
-}
-int route_wide_warps() {
-  static const int n = smxx::env_int("MXMOE_ROUTE_WIDE_WARPS", smxx::kRouteWideWarps);
-  return n == 8 ? 8 : smxx::kRouteWideWarps;
 }
 
 }  // namespace
@@ -235,7 +230,7 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
   if (!caller_routing) {
     e = smxx::launch_route_kimi(p.router_logits, l_stride, p.correction_bias, T, Et, k,
                                 p.renormalize, p.routed_scaling_factor, rid, rw, stream,
-                                smxx::kRouteRegExperts, route_wide_tokens(), route_wide_warps());
+                                smxx::kRouteRegExperts, route_wide_tokens());
     if (e != cudaSuccess) return launch_failed("route_kimi", e);
   }
   if (shape.ok) {
