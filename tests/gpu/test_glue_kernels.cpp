@@ -159,8 +159,18 @@ TEST(GpuRoute, SharedMemoryKeysBeyond1024Experts) {
 // bias; experts e held by lanes 0..15, e % 32 < 16, get logit 3 + 0.01 (e % 32), the rest lower,
 // so the threshold is lane 0's key and all ~15 x 28 keys of lanes 1..15 pass), and k > 32
 // always takes the rounds.
-TEST(GpuRoute, RegisterKeysMatchSharedMemoryKeysBitForBit) {
-  MXMOE_REQUIRE_SM90();
+namespace {
+// One token batch of the bit-for-bit cases below, and a router's ids and weights for it.
+struct RouteBitCase {
+  int T, E, k;
+  std::vector<float> logits, bias;
+};
+struct RouteOut {
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+};
+
+std::vector<RouteBitCase> route_bit_cases() {
   struct C { int T, E, k; bool ties, nan, minus_inf; float shift; bool clustered = false; };
   const C cases[] = {
       {131, 896, 16, false, false, false, 0.0f},  {9, 896, 16, true, false, false, 0.0f},
@@ -170,40 +180,79 @@ TEST(GpuRoute, RegisterKeysMatchSharedMemoryKeysBitForBit) {
       {4, 1, 1, false, false, false, 0.0f},       {11, 896, 16, false, false, false, 0.0f, true},
       {7, 896, 32, false, false, false, 0.0f, true}, {5, 896, 32, false, false, false, 0.0f},
       {6, 20, 16, false, false, false, 0.0f}};
+  std::vector<RouteBitCase> out;
   for (const C& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " E=" << c.E << " k=" << c.k);
     Rng r(c.T * 7 + c.E);
-    std::vector<float> logits(static_cast<size_t>(c.T) * c.E), bias(c.E);
-    for (auto& b : bias) b = c.ties || c.clustered ? 0.0f : 0.1f * r.normal();
+    RouteBitCase b{c.T, c.E, c.k, std::vector<float>(static_cast<size_t>(c.T) * c.E),
+                   std::vector<float>(c.E)};
+    for (auto& v : b.bias) v = c.ties || c.clustered ? 0.0f : 0.1f * r.normal();
     if (c.minus_inf)
-      for (int e = 0; e < c.E; ++e) if (e % 7 != 3) bias[e] = -INFINITY;
-    for (size_t i = 0; i < logits.size(); ++i) {
+      for (int e = 0; e < c.E; ++e) if (e % 7 != 3) b.bias[e] = -INFINITY;
+    for (size_t i = 0; i < b.logits.size(); ++i) {
       const int lane = static_cast<int>(i % c.E) % 32;
-      logits[i] = c.clustered && lane < 16
-                      ? 3.0f + 0.01f * lane
-                      : c.shift + (c.ties ? 0.25f * ((i / c.E) % 3) : 2.0f * r.normal());
+      b.logits[i] = c.clustered && lane < 16
+                        ? 3.0f + 0.01f * lane
+                        : c.shift + (c.ties ? 0.25f * ((i / c.E) % 3) : 2.0f * r.normal());
     }
     if (c.nan) {
-      logits[static_cast<size_t>(1) * c.E + c.E / 2] = NAN;
-      for (int e = 0; e < c.E; ++e) logits[static_cast<size_t>(3) * c.E + e] = NAN;
+      b.logits[static_cast<size_t>(1) * c.E + c.E / 2] = NAN;
+      for (int e = 0; e < c.E; ++e) b.logits[static_cast<size_t>(3) * c.E + e] = NAN;
     }
-    DevBuf<float> dl, db, w0(static_cast<size_t>(c.T) * c.k), w1(static_cast<size_t>(c.T) * c.k);
-    DevBuf<int32_t> i0(static_cast<size_t>(c.T) * c.k), i1(static_cast<size_t>(c.T) * c.k);
-    CUDA_OK(dl.upload(logits));
-    CUDA_OK(db.upload(bias));
-    CUDA_OK(smxx::launch_route_kimi(dl.get(), c.E, db.get(), c.T, c.E, c.k, true, 1.0f, i0.get(),
-                                    w0.get(), nullptr, 0));
-    CUDA_OK(smxx::launch_route_kimi(dl.get(), c.E, db.get(), c.T, c.E, c.k, true, 1.0f, i1.get(),
-                                    w1.get(), nullptr, smxx::kRouteRegMax));
-    CUDA_OK(cudaDeviceSynchronize());
-    std::vector<int32_t> ids1, ids0;
-    std::vector<float> a, b;
-    CUDA_OK(i1.download(&ids1));
-    CUDA_OK(i0.download(&ids0));
-    CUDA_OK(w1.download(&a));
-    CUDA_OK(w0.download(&b));
-    EXPECT_EQ(ids1, ids0);
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "weights differ";
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+// launch_route_kimi on case c with the given router choice (reg_experts, wide_tokens); ids and
+// weights back on the host.
+RouteOut route_on_device(const RouteBitCase& c, int reg_experts, int wide_tokens) {
+  DevBuf<float> dl, db, dw(static_cast<size_t>(c.T) * c.k);
+  DevBuf<int32_t> di(static_cast<size_t>(c.T) * c.k);
+  RouteOut o;
+  EXPECT_EQ(cudaSuccess, dl.upload(c.logits));
+  EXPECT_EQ(cudaSuccess, db.upload(c.bias));
+  EXPECT_EQ(cudaSuccess, smxx::launch_route_kimi(dl.get(), c.E, db.get(), c.T, c.E, c.k, true,
+                                                 1.0f, di.get(), dw.get(), nullptr, reg_experts,
+                                                 wide_tokens));
+  EXPECT_EQ(cudaSuccess, cudaDeviceSynchronize());
+  EXPECT_EQ(cudaSuccess, di.download(&o.ids));
+  EXPECT_EQ(cudaSuccess, dw.download(&o.weights));
+  return o;
+}
+
+void expect_same_bits(const RouteOut& a, const RouteOut& b) {
+  EXPECT_EQ(a.ids, b.ids);
+  ASSERT_EQ(a.weights.size(), b.weights.size());
+  EXPECT_EQ(0, std::memcmp(a.weights.data(), b.weights.data(), a.weights.size() * 4))
+      << "weights differ";
+}
+}  // namespace
+
+// The register-key router (route_warp.cuh, E <= kRouteRegMax) against the shared-memory one,
+// bit for bit (ids and weights, NaN tokens included), over the cases above; the shared-memory
+// one is checked against route_kimi by the tests above. The register version picks by its
+// threshold select (k <= 32) and falls back to the rounds when more than kRouteSelectMax keys
+// pass the threshold (the k-th best of the 32 lanes' bests): `clustered` makes that happen (no
+// bias; experts e held by lanes 0..15, e % 32 < 16, get logit 3 + 0.01 (e % 32), the rest lower,
+// so the threshold is lane 0's key and all ~15 x 28 keys of lanes 1..15 pass), and k > 32
+// always takes the rounds. One warp per token on both sides (wide_tokens 0).
+TEST(GpuRoute, RegisterKeysMatchSharedMemoryKeysBitForBit) {
+  MXMOE_REQUIRE_SM90();
+  for (const RouteBitCase& c : route_bit_cases()) {
+    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " E=" << c.E << " k=" << c.k);
+    expect_same_bits(route_on_device(c, smxx::kRouteRegMax, 0), route_on_device(c, 0, 0));
+  }
+}
+
+// The wide CTAs (route.cu: kRouteWideWarps warps compute one token's keys, warp 0 picks)
+// against one warp per token with register keys, bit for bit, every case routed wide at every T
+// (131 tokens included), NaN tokens, -inf biases, E < 32 and k > 32 (the rounds) among them.
+TEST(GpuRoute, WideMatchesOneWarpBitForBit) {
+  MXMOE_REQUIRE_SM90();
+  for (const RouteBitCase& c : route_bit_cases()) {
+    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " E=" << c.E << " k=" << c.k);
+    expect_same_bits(route_on_device(c, smxx::kRouteRegMax, 1 << 30),
+                     route_on_device(c, smxx::kRouteRegMax, 0));
   }
 }
 

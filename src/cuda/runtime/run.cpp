@@ -29,6 +29,7 @@
 #include "runtime/prepared.h"
 #include "sm90/decode_gemm.h"
 #include "sm90/grouped_gemm.h"
+#include "smxx/env_knob.h"
 #include "smxx/glue.h"
 
 namespace mxmoe {
@@ -114,6 +115,13 @@ bool routed_spec_allowed() {
     return !(v && std::strcmp(v, "0") == 0);
   }();
   return allowed;
+}
+
+// The GPU router's wide CTAs (smxx/route.cu) up to MXMOE_ROUTE_WIDE_TOKENS tokens (0: one warp
+// per token at every T). Same bits either way; same-binary A/Bs, read once per process.
+int route_wide_tokens() {
+  static const int n = smxx::env_int("MXMOE_ROUTE_WIDE_TOKENS", smxx::kRouteWideTokens);
+  return n;
 }
 
 }  // namespace
@@ -221,7 +229,8 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
   // whenever it routes: smxx/prologue.cu says why); the glue then groups route_kimi's ids.
   if (!caller_routing) {
     e = smxx::launch_route_kimi(p.router_logits, l_stride, p.correction_bias, T, Et, k,
-                                p.renormalize, p.routed_scaling_factor, rid, rw, stream);
+                                p.renormalize, p.routed_scaling_factor, rid, rw, stream,
+                                smxx::kRouteRegExperts, route_wide_tokens());
     if (e != cudaSuccess) return launch_failed("route_kimi", e);
   }
   if (shape.ok) {

@@ -56,11 +56,17 @@ MXMOE_HD int route_scratch_words(int E, int reg_experts = kRouteRegExperts) {
   const int words = route_keys_in_registers(E, reg_experts) ? kRouteSelectWords : E;
   return (words + 1) & ~1;
 }
-// reg_experts: tests force the register version (kRouteRegMax) or the shared-memory one (0).
+// Up to kRouteWideTokens tokens (register keys), each token is routed by a CTA of
+// kRouteWideWarps warps instead of one warp (route.cu says why and where the bound comes from).
+constexpr int kRouteWideTokens = 256;
+constexpr int kRouteWideWarps = 8;
+// reg_experts: tests force the register version (kRouteRegMax) or the shared-memory one (0);
+// wide_tokens = 0 forces one warp per token, a large one the wide CTAs (they pick the same bits).
 cudaError_t launch_route_kimi(const float* logits, int64_t logits_stride, const float* bias,
                               int T, int E, int k, bool renormalize, float scaling,
                               int32_t* ids, float* weights, cudaStream_t stream,
-                              int reg_experts = kRouteRegExperts);
+                              int reg_experts = kRouteRegExperts,
+                              int wide_tokens = kRouteWideTokens);
 
 // ---- group.cu ----
 // Pairs are cut into chunks of kGroupChunk; scratch holds one count per (chunk, local expert).

@@ -258,13 +258,14 @@ __device__ __forceinline__ bool route_lane_keys(const float* row, const float* b
 // route_lane_keys.
 // select_scratch (kRouteSelectWords words, 8-byte aligned, or null): with it and k <= 32 the
 // picks come from route_select_warp, the rounds being its fallback.
-__device__ __forceinline__ void route_token_warp_regs(const float* row, const float* bias, int E,
-                                                      int k, bool renormalize, float scaling,
-                                                      int32_t* ids, float* weights,
-                                                      uint32_t* select_scratch) {
+// route_pick_regs is everything after the keys: key[i] holds expert lane + 32 i's key (0 where
+// absent), nan_token whether any of the token's keys is NaN (warp-uniform). Its callers: the
+// one-warp routine below, and route.cu's wide kernel, whose keys come from the CTA's warps.
+__device__ __forceinline__ void route_pick_regs(uint32_t (&key)[32], bool nan_token,
+                                                const float* row, int k, bool renormalize,
+                                                float scaling, int32_t* ids, float* weights,
+                                                uint32_t* select_scratch) {
   const int lane = threadIdx.x % 32;
-  uint32_t key[32];
-  const bool nan_token = __any_sync(~0u, route_lane_keys(row, bias, E, key));
   uint32_t lb;
   int li;
   route_tree_max(key, lb, li);
@@ -295,6 +296,16 @@ __device__ __forceinline__ void route_token_warp_regs(const float* row, const fl
     }
   }
   route_write_weights(k, renormalize, scaling, nan_token, sum, my_s, my_id, ids, weights);
+}
+
+// One warp: this lane's keys (route_lane_keys), then route_pick_regs.
+__device__ __forceinline__ void route_token_warp_regs(const float* row, const float* bias, int E,
+                                                      int k, bool renormalize, float scaling,
+                                                      int32_t* ids, float* weights,
+                                                      uint32_t* select_scratch) {
+  uint32_t key[32];
+  const bool nan_token = __any_sync(~0u, route_lane_keys(row, bias, E, key));
+  route_pick_regs(key, nan_token, row, k, renormalize, scaling, ids, weights, select_scratch);
 }
 
 // Routes token row `row` (E logits) into ids[0..k) / weights[0..k). `keys` is this warp's
