@@ -151,14 +151,6 @@ TEST(GpuRoute, SharedMemoryKeysBeyond1024Experts) {
   run_route_case(7, 2048, 16, true, 1.0f, false, 12);
   run_route_case(3, 1500, 40, true, 1.0f, true, 13);  // ties, k > 32
 }
-// The register-key router (route_warp.cuh, E <= kRouteRegMax) against the shared-memory one,
-// bit for bit (ids and weights, NaN tokens included), over the cases above; the shared-memory
-// one is checked against route_kimi by the tests above. The register version picks by its
-// threshold select (k <= 32) and falls back to the rounds when more than kRouteSelectMax keys
-// pass the threshold (the k-th best of the 32 lanes' bests): `clustered` makes that happen (no
-// bias; experts e held by lanes 0..15, e % 32 < 16, get logit 3 + 0.01 (e % 32), the rest lower,
-// so the threshold is lane 0's key and all ~15 x 28 keys of lanes 1..15 pass), and k > 32
-// always takes the rounds.
 namespace {
 // One token batch of the bit-for-bit cases below, and a router's ids and weights for it.
 struct RouteBitCase {

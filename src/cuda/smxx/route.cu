@@ -10,9 +10,10 @@
 // sizes the routine is on the chain's critical path (GEMM1 waits for the ids): on an H100 the
 // wide CTAs took 2-5 us off the GPU router's end-to-end time at T = 1..16 and ~6 at T = 64-128,
 // 16 warps no better than 8; from T = 512 on they lost (8 warps -0.6..+4 at 512, +4..+6 at 1024,
-// +26 at 4096, where one warp per token already fills the GPU), hence kRouteWideTokens = 256 (bench/NOTES.md, fifty-fifth session, calls 3-4). The kernel is compiled
-// for 128 registers (__maxnreg__), not for its CTA size: under __launch_bounds__(512) ptxas
-// scheduled the pick ~45% slower (fifty-third session, call 6).
+// +26 at 4096, where one warp per token already fills the GPU), hence kRouteWideTokens = 256
+// (bench/NOTES.md, fifty-fifth session, calls 3-4). The kernel is compiled for 128 registers
+// (__maxnreg__), not for its CTA size: under __launch_bounds__(512) ptxas scheduled the pick
+// ~45% slower (fifty-third session, call 6).
 // Layouts: logits row t at logits + t * logits_stride; ids / weights [T, k] contiguous.
 // Launched with PDL (smxx/pdl.cuh): waits before reading the logits.
 // Limitations: E <= kRouteMaxExperts (2 warps' keys in 48 KB of shared memory), k <= 64.
