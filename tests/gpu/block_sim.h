@@ -6,7 +6,8 @@
 // Include this before the device header: host compilers see `__device__` / `__forceinline__`
 // as nothing (cuda_runtime.h), and the intrinsics such a routine calls are defined here: the warp
 // ones as collectives over the warp's 32 threads (each one two barriers: publish, then read),
-// __syncthreads as a barrier of the block, the atomics as host atomics. Full warps only (mask
+// __syncthreads as a barrier of the block (__syncthreads_or with a vote), the atomics as host
+// atomics. Full warps only (mask
 // ~0u), one block at a time (run_block), and only the intrinsics below. Shared memory is whatever
 // the test passes the routine (host arrays).
 #pragma once
@@ -73,6 +74,7 @@ class Warp {
 struct ThreadState {
   Warp* warp = nullptr;
   Barrier* block = nullptr;
+  int* block_vote = nullptr;  // __syncthreads_or's accumulator, one per block
   int lane = 0;
 };
 inline ThreadState& self() {
@@ -115,12 +117,13 @@ inline thread_local uint3 threadIdx;
 template <class F>
 void block_sim::run_block(int threads, F body) {
   Barrier block(threads);
+  int vote = 0;
   std::vector<std::unique_ptr<Warp>> warps;
   for (int w = 0; w < threads / 32; ++w) warps.push_back(std::make_unique<Warp>());
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
-      self() = ThreadState{warps[t / 32].get(), &block, t % 32};
+      self() = ThreadState{warps[t / 32].get(), &block, &vote, t % 32};
       threadIdx = make_uint3(static_cast<unsigned>(t), 0u, 0u);
       body();
     });
@@ -150,6 +153,18 @@ inline unsigned __ballot_sync(unsigned, int pred) {
 inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
 inline void __syncwarp(unsigned = ~0u) { block_sim::self().warp->sync(); }
 inline void __syncthreads() { block_sim::self().block->sync(); }
+// Every thread ORs its predicate in, a barrier, every thread reads the result, a barrier, thread
+// 0 clears it, and a third barrier keeps the next call's ORs behind the clear.
+inline int __syncthreads_or(int pred) {
+  block_sim::ThreadState& s = block_sim::self();
+  if (pred) __atomic_fetch_or(s.block_vote, 1, __ATOMIC_SEQ_CST);
+  s.block->sync();
+  const int any = __atomic_load_n(s.block_vote, __ATOMIC_SEQ_CST);
+  s.block->sync();
+  if (threadIdx.x == 0) __atomic_store_n(s.block_vote, 0, __ATOMIC_SEQ_CST);
+  s.block->sync();
+  return any;
+}
 inline unsigned __reduce_max_sync(unsigned, unsigned v) {
   return block_sim::reduce(v, [](unsigned a, unsigned b) { return a > b ? a : b; });
 }

@@ -1,6 +1,7 @@
 // The router's warp routine (src/cuda/smxx/route_warp.cuh) run on the CPU by tests/gpu/block_sim.h
 // (label cpu): its three ways to pick (register keys with the threshold select, register keys
-// with the k argmax rounds, shared-memory keys) against route_kimi, the CPU reference, and
+// with the k argmax rounds, shared-memory keys), and the wide CTA's routine (route_cta.cuh: the
+// keys from kRouteWideWarps warps, then the select), against route_kimi, the CPU reference, and
 // against each other bit for bit (NaN tokens included). This checks the routine's algorithm
 // where no GPU is at hand; the GPU tests (test_gpu_glue_kernels: GpuRoute.*, GpuPrologue.*)
 // check the compiled kernels on the device.
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "mxmoe/reference.h"
+#include "smxx/route_cta.cuh"
 #include "smxx/route_warp.cuh"
 
 namespace {
@@ -61,9 +63,11 @@ Inputs make_inputs(const Case& c, unsigned seed) {
   return in;
 }
 
-enum class Way { kSelect, kRounds, kShared };
+enum class Way { kSelect, kRounds, kShared, kWide };
+constexpr int kWays = 4;
 
-// Every token of the case through one simulated warp, one way.
+// Every token of the case through one simulated warp (the wide way: one simulated CTA of
+// kRouteWideWarps warps), one way.
 void route_sim(const Case& c, const Inputs& in, Way way, std::vector<int32_t>* ids,
                std::vector<float>* weights) {
   ids->assign(static_cast<size_t>(c.T) * c.k, -7);
@@ -71,6 +75,18 @@ void route_sim(const Case& c, const Inputs& in, Way way, std::vector<int32_t>* i
   std::vector<uint32_t> scratch(std::max(c.E, smxx::kRouteSelectWords) + 2);
   uint32_t* aligned = scratch.data() + (reinterpret_cast<uintptr_t>(scratch.data()) % 8 ? 1 : 0);
   const float* bias = c.bias ? in.bias.data() : nullptr;
+  if (way == Way::kWide) {
+    std::vector<uint32_t> keys(smxx::kRouteRegMax, 0xdeadbeefu);  // every word is written
+    block_sim::run_block(smxx::kRouteWideWarps * 32, [&] {
+      for (int t = 0; t < c.T; ++t) {
+        smxx::route_token_cta(in.logits.data() + static_cast<size_t>(t) * c.E, bias, c.E, c.k,
+                              c.renormalize, c.scaling, keys.data(), aligned, t, ids->data(),
+                              weights->data());
+        __syncthreads();  // warp 0 has read the keys before the next token's are stored
+      }
+    });
+    return;
+  }
   block_sim::run_warp([&] {
     for (int t = 0; t < c.T; ++t) {
       const float* row = in.logits.data() + static_cast<size_t>(t) * c.E;
@@ -88,6 +104,8 @@ void route_sim(const Case& c, const Inputs& in, Way way, std::vector<int32_t>* i
           smxx::route_token_warp(row, bias, c.E, c.k, c.renormalize, c.scaling, aligned, ti, tw,
                                  0);
           break;
+        case Way::kWide:  // routed by the CTA above
+          break;
       }
       __syncwarp();
     }
@@ -99,12 +117,13 @@ void check_case(const Case& c, unsigned seed) {
                                     << " logits=" << c.logits << " scales " << c.logit_scale
                                     << " / " << c.bias_scale << " seed=" << seed);
   const Inputs in = make_inputs(c, seed);
-  std::vector<int32_t> ids[3];
-  std::vector<float> w[3];
+  std::vector<int32_t> ids[kWays];
+  std::vector<float> w[kWays];
   route_sim(c, in, Way::kSelect, &ids[0], &w[0]);
   route_sim(c, in, Way::kRounds, &ids[1], &w[1]);
   route_sim(c, in, Way::kShared, &ids[2], &w[2]);
-  for (int v = 1; v < 3; ++v) {
+  route_sim(c, in, Way::kWide, &ids[3], &w[3]);
+  for (int v = 1; v < kWays; ++v) {
     EXPECT_EQ(ids[0], ids[v]) << "way " << v << " picks other experts than the select";
     EXPECT_EQ(0, std::memcmp(w[0].data(), w[v].data(), w[0].size() * 4))
         << "way " << v << " weights differ from the select's";
@@ -176,7 +195,7 @@ TEST(RouteWarpSim, VariedScalesBiasesAndTopK) {
         check_case(c, seed++);
       }
 }
-TEST(RouteWarpSim, NanTokensAgreeAcrossTheThreeWays) {
+TEST(RouteWarpSim, NanTokensAgreeAcrossTheFourWays) {
   Case c{5, 896, 16};
   c.nan = true;
   check_case(c, 14);

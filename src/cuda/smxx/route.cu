@@ -4,9 +4,9 @@
 // argmax over order-preserving integer keys; ties to the lower id; NaN keys: NaN weights for
 // that token, see there). Deterministic: no atomics, a fixed reduction tree.
 // Few tokens (T <= wide_tokens, register keys): one CTA of kRouteWideWarps = 8 warps per token
-// instead. Each warp computes 128 experts' keys (28 sigmoid chains a lane become 4) into shared
-// memory, and warp 0 reads its lanes' 32 keys back and picks (route_pick_regs): the same keys,
-// the same pick, so the same bits as one warp (GpuRoute.WideMatchesOneWarpBitForBit). At decode
+// instead (route_cta.cuh). Each warp computes 128 experts' keys (28 sigmoid chains a lane become
+// 4) into shared memory, and warp 0 reads its lanes' 32 keys back and picks (route_pick_regs):
+// the same keys, the same pick, so the same bits as one warp. At decode
 // sizes the routine is on the chain's critical path (GEMM1 waits for the ids): on an H100 the
 // wide CTAs took 2-5 us off the GPU router's end-to-end time at T = 1..16 and ~6 at T = 64-128,
 // 16 warps no better than 8; from T = 512 on they lost (8 warps -0.6..+4 at 512, +4..+6 at 1024,
@@ -22,6 +22,7 @@
 // host's by an ulp, so exact-tie choices between host and device can differ only at such ulps.
 #include "smxx/glue.h"
 #include "smxx/pdl.cuh"
+#include "smxx/route_cta.cuh"
 #include "smxx/route_warp.cuh"
 
 namespace mxmoe::smxx {
@@ -45,35 +46,17 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
                    reg_experts);
 }
 
-// One token per CTA of kRouteWideWarps warps (register keys, E <= kRouteRegMax): warp w's lanes
-// compute the keys of experts w * 32 * kPer + lane + 32 u (u < kPer; 0 where e >= E), so the
-// kRouteRegMax shared words are all written; warp 0 then holds expert lane + 32 i's key in
-// key[i], as route_lane_keys would have computed it.
+// One token per CTA of kRouteWideWarps warps (register keys, E <= kRouteRegMax): route_cta.cuh.
 __global__ void __maxnreg__(128)
     route_kimi_wide_kernel(const float* logits, int64_t stride, const float* bias, int E, int k,
                            bool renormalize, float scaling, int32_t* ids, float* weights) {
-  constexpr int kPer = kRouteRegMax / 32 / kRouteWideWarps;
-  static_assert(kPer * 32 * kRouteWideWarps == kRouteRegMax, "the warps split a lane's 32 keys");
   __shared__ uint32_t keys[kRouteRegMax];
   __shared__ alignas(8) uint32_t select_scratch[kRouteSelectWords];
   pdl::wait();
   pdl::launch_dependents();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t = blockIdx.x;
-  const float* row = logits + static_cast<size_t>(t) * static_cast<size_t>(stride);
-  const int e0 = warp * 32 * kPer + lane;
-  uint32_t kb[kPer];
-  const bool nan = route_keys_strided(row, bias, E, e0, kb);
-#pragma unroll
-  for (int u = 0; u < kPer; ++u) keys[e0 + 32 * u] = kb[u];
-  const bool nan_token = __syncthreads_or(nan) != 0;  // the barrier the keys need, and the vote
-  if (warp != 0) return;
-  uint32_t key[32];
-#pragma unroll
-  for (int i = 0; i < 32; ++i) key[i] = keys[lane + 32 * i];
-  route_pick_regs(key, nan_token, row, k, renormalize, scaling,
-                  ids + static_cast<size_t>(t) * k, weights + static_cast<size_t>(t) * k,
-                  select_scratch);
+  route_token_cta(logits + static_cast<size_t>(t) * static_cast<size_t>(stride), bias, E, k,
+                  renormalize, scaling, keys, select_scratch, t, ids, weights);
 }
 
 }  // namespace
