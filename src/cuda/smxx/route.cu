@@ -6,14 +6,14 @@
 // Few tokens (T <= wide_tokens, register keys): one CTA of kRouteWideWarps = 8 warps per token
 // instead (route_cta.cuh). Each warp computes 128 experts' keys (28 sigmoid chains a lane become
 // 4) into shared memory, and warp 0 reads its lanes' 32 keys back and picks (route_pick_regs):
-// the same keys, the same pick, so the same bits as one warp. At decode
-// sizes the routine is on the chain's critical path (GEMM1 waits for the ids): on an H100 the
-// wide CTAs took 2-5 us off the GPU router's end-to-end time at T = 1..16 and ~6 at T = 64-128,
-// 16 warps no better than 8; from T = 512 on they lost (8 warps -0.6..+4 at 512, +4..+6 at 1024,
-// +26 at 4096, where one warp per token already fills the GPU), hence kRouteWideTokens = 256
-// (bench/NOTES.md, fifty-fifth session, calls 3-4). The kernel is compiled for 128 registers
-// (__maxnreg__), not for its CTA size: under __launch_bounds__(512) ptxas scheduled the pick
-// ~45% slower (fifty-third session, call 6).
+// the same keys, the same pick, so the same bits as one warp. At decode sizes the routine is on
+// the chain's critical path (GEMM1 waits for the ids): on an H100 the wide CTAs took 2-5 us off
+// the GPU router's end-to-end time at T = 1..16 and ~6 at T = 64-128, 16 warps no better than 8;
+// from T = 512 on they lost (8 warps -0.6..+4 at 512, +4..+6 at 1024, +26 at 4096, where one
+// warp per token already fills the GPU), hence kRouteWideTokens = 256 (bench/NOTES.md,
+// fifty-fifth session, calls 3-4). The kernel is compiled for 128 registers (__maxnreg__), not
+// for its CTA size: under __launch_bounds__(512) ptxas scheduled the pick ~45% slower
+// (fifty-third session, call 6).
 // Layouts: logits row t at logits + t * logits_stride; ids / weights [T, k] contiguous.
 // Launched with PDL (smxx/pdl.cuh): waits before reading the logits.
 // Limitations: E <= kRouteMaxExperts (2 warps' keys in 48 KB of shared memory), k <= 64.
