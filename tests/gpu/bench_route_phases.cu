@@ -25,6 +25,10 @@
 // 1 warp via smem": the wide variants' path with W = 1 (the keys through shared memory). The
 // "maxnreg 128" pair: the 16-warp and 512-thread variants under __maxnreg__(128) instead of
 // __launch_bounds__(512), whether a register target gives the select back its schedule.
+// "keys by 8 warps, maxnreg 128" is the shipped wide kernel's shape (route.cu: 8 warps, T <= 256)
+// with its phases stamped; "shipped wide CTA" runs route_cta.cuh's routine itself, whole (its
+// barrier is __syncthreads_or, not wide_keys' flag and two barriers): the next cut of the GPU
+// router's premium (bench/NOTES.md, fifty-fifth session, Next 2) starts from these two.
 // Each kernel is also timed from the host (events around each launch, one launch at a time), so
 // the in-kernel cycles and the launch's cost can be told apart.
 // Warm: logits / bias in L2 from the previous launch; flushed: a 256 MiB memset before each.
@@ -40,6 +44,7 @@
 #include <vector>
 
 #include "bench_cuda_check.h"
+#include "smxx/route_cta.cuh"
 #include "smxx/route_warp.cuh"
 
 namespace {
@@ -51,19 +56,32 @@ constexpr int kE = 896, kK = 16;
 constexpr int kStamps = 6;  // start, after keys, tree, select, tail, end (after a fence)
 enum Variant {
   kEmpty, kLoadsOnly, kPhases, kShipped, kTwice, kDivKeys, kWide4, kWide16, kPhases512, kWide1,
-  kWide16R, kPhases512R
+  kWide16R, kPhases512R, kWide8, kWide8R, kWideCta, kWideCtaR
 };
 const char* const kName[] = {"empty",          "loads only",       "phases",
                              "shipped route_token_warp", "shipped, twice", "keys by division",
                              "keys by 4 warps", "keys by 16 warps", "phases, 512 threads",
                              "keys by 1 warp via smem", "keys by 16 warps, maxnreg 128",
-                             "phases, 512 thr, maxnreg 128"};
+                             "phases, 512 thr, maxnreg 128", "keys by 8 warps",
+                             "keys by 8 warps, maxnreg 128", "wide CTA route_token_cta",
+                             "shipped wide CTA (maxnreg 128)"};
 // The __maxnreg__(128) variants run their base variant's code in a kernel compiled under that
 // register target instead of __launch_bounds__ (the two exclude each other).
-constexpr bool is_r128(int v) { return v == kWide16R || v == kPhases512R; }
-constexpr int base_of(int v) { return v == kWide16R ? kWide16 : v == kPhases512R ? kPhases512 : v; }
+constexpr bool is_r128(int v) {
+  return v == kWide16R || v == kPhases512R || v == kWide8R || v == kWideCtaR;
+}
+constexpr int base_of(int v) {
+  return v == kWide16R      ? kWide16
+         : v == kPhases512R ? kPhases512
+         : v == kWide8R     ? kWide8
+         : v == kWideCtaR   ? kWideCta
+                            : v;
+}
 constexpr int threads_of(int v) {
-  return v == kWide4 ? 128 : base_of(v) == kWide16 || base_of(v) == kPhases512 ? 512 : 32;
+  return v == kWide4                                          ? 128
+         : base_of(v) == kWide8 || base_of(v) == kWideCta     ? 256
+         : base_of(v) == kWide16 || base_of(v) == kPhases512 ? 512
+                                                              : 32;
 }
 // The stamped intervals' names, per variant (the first four; the fifth is the fence).
 const char* const kCols[][4] = {{"-", "-", "-", "-"},
@@ -77,7 +95,11 @@ const char* const kCols[][4] = {{"-", "-", "-", "-"},
                                 {"keys", "tree", "select", "tail"},
                                 {"keys", "tree", "select", "tail"},
                                 {"keys", "tree", "select", "tail"},
-                                {"keys", "tree", "select", "tail"}};
+                                {"keys", "tree", "select", "tail"},
+                                {"keys", "tree", "select", "tail"},
+                                {"keys", "tree", "select", "tail"},
+                                {"route", "-", "-", "-"},
+                                {"route", "-", "-", "-"}};
 
 // The SM clock, ordered after `dep` is ready: the volatile shared store waits for dep's
 // scoreboard, and the clock read follows it in program order (volatile asm, memory clobber).
@@ -165,14 +187,20 @@ __device__ __forceinline__ void route_phases_body(const float* row, const float*
     uint32_t key[32];
     const bool nan_token = __any_sync(~0u, route_lane_keys(row, bias, kE, key));
     stamped_pick(key, nan_token, row, scratch, ids, weights, lane, sink + lane, t);
-  } else if constexpr (V == kWide4 || V == kWide16 || V == kWide1) {
+  } else if constexpr (V == kWide4 || V == kWide8 || V == kWide16 || V == kWide1) {
     __shared__ uint32_t keys[1024];
     __shared__ int nan_flag;
     uint32_t key[32];
-    const bool nan_token =
-        wide_keys<V == kWide4 ? 4 : V == kWide16 ? 16 : 1>(row, bias, keys, &nan_flag, key);
+    const bool nan_token = wide_keys<V == kWide4 ? 4 : V == kWide8 ? 8 : V == kWide16 ? 16 : 1>(
+        row, bias, keys, &nan_flag, key);
     if (threadIdx.x >= 32) return;  // warp 0 selects
     stamped_pick(key, nan_token, row, scratch, ids, weights, lane, sink + lane, t);
+  } else if constexpr (V == kWideCta) {
+    __shared__ uint32_t keys[kRouteRegMax];
+    route_token_cta(row, bias, kE, kK, true, 2.5f, keys, scratch, 0, ids, weights);
+    if (threadIdx.x >= 32) return;  // (route_token_cta's warps 1.. are done after its barrier)
+    __syncwarp();
+    t[1] = t[2] = t[3] = t[4] = stamp_after(static_cast<uint32_t>(ids[lane % kK]), sink + lane);
   } else if constexpr (V == kShipped) {
     route_token_warp(row, bias, kE, kK, true, 2.5f, scratch, ids, weights);
     t[1] = t[2] = t[3] = t[4] = stamp_after(0u, sink + lane);
@@ -350,6 +378,8 @@ int main() {
   run<kWide1>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
   compared(std::integral_constant<int, kWide16R>{});
   run<kPhases512R>(drow, dbias, dids, dw, dstamps, flush, flush_bytes, mhz, st);
+  compared(std::integral_constant<int, kWide8R>{});
+  compared(std::integral_constant<int, kWideCtaR>{});
   CK(cudaFree(drow));
   CK(cudaFree(dbias));
   CK(cudaFree(dw));
