@@ -7,9 +7,8 @@
 // as nothing (cuda_runtime.h), and the intrinsics such a routine calls are defined here: the warp
 // ones as collectives over the warp's 32 threads (each one two barriers: publish, then read),
 // __syncthreads as a barrier of the block (__syncthreads_or with a vote), the atomics as host
-// atomics. Full warps only (mask
-// ~0u), one block at a time (run_block), and only the intrinsics below. Shared memory is whatever
-// the test passes the routine (host arrays).
+// atomics. Full warps only (mask ~0u), one block at a time (run_block), and only the intrinsics
+// below. Shared memory is whatever the test passes the routine (host arrays).
 #pragma once
 
 #include <cuda_runtime.h>  // uint2 / uint3, make_uint2

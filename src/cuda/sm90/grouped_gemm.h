@@ -57,10 +57,10 @@ struct GroupedProblem {
   const int32_t* route_ids = nullptr;
   int route_pairs = 0;
   int route_expert_start = 0;
-  // Optional, with route_ids: ids that the chain's first kernel writes while the decode GEMMs
-  // are already resident (the GPU router's, smxx/prologue.cu). That kernel sets this flag
-  // (release) once the ids are written, before it lets its dependents launch; the kernels read
-  // the ids only after an acquire load sees it set.
+  // Optional, with route_ids: ids written inside the chain (the GPU router's: route_kimi, the
+  // chain's first kernel). The fused prologue, which runs after it and has waited for it, sets
+  // this flag (release) before it lets its dependents launch (smxx/prologue.cu); the decode
+  // GEMMs read the ids only after an acquire load sees it set.
   const int* route_ids_ready = nullptr;
   // GEMM1 is offered its own inputs (Gemm1Params::own). Set for both launches of a chain so the
   // decode rule (decode_gemm.h, kDecodeOwnMinRows) gives GEMM2 the ids exactly where GEMM1 runs

@@ -49,9 +49,8 @@ constexpr int kSmemBudget = 48 * 1024;  // no opt-in attribute needed (graph-cap
 // At most kQuantCtas CTAs quantize (or copy) the token rows, each looping over its rows. Each CTA
 // used to take most of an SM's registers (512 threads; at 40 a thread, since the fifty-second
 // session, they leave room), so the count also set how many SMs the decode GEMM1's CTAs, launched
-// under PDL at the prologue's start, found free: with one
-// CTA per token up to 128 (before), TP8xEP4 T=128 left GEMM1 3 free SMs and ran ~17 us longer
-// than its kernels' sum. Same binary on an H100 (bench/NOTES.md, thirtieth session; us, w4a16,
+// under PDL at the prologue's start, found free: with one CTA per token up to 128 (before),
+// TP8xEP4 T=128 left GEMM1 3 free SMs and ran ~17 us longer than its kernels' sum. Same binary on an H100 (bench/NOTES.md, thirtieth session; us, w4a16,
 // 128 -> 32): TP8xEP4 T=128 215.6 -> 200.8, T=192 224.5 -> 214.3, T=256 233.5 -> 223.6; EP16
 // T=192 387.8 -> 378.6; T <= 96 within +-0.9% (w4a8 included). MXMOE_PROLOGUE_QUANT_CTAS=n
 // (1..kMaxQuantCtas) replaces it for same-binary A/Bs; read once, so the plan stays a function
