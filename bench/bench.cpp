@@ -227,8 +227,8 @@ void run_layout(Context& cx, const Layout& L, const std::vector<int>& tokens) {
         auto mark_failed = [&](Row& w, const char* name, const std::string& why) {
           w.verify = why;
           cx.any_fail = true;
-          std::fprintf(stderr, "bench: %s %s T=%d %s: %s\n", L.name.c_str(), name, T,
-                       dist.c_str(), why.c_str());
+          std::fprintf(stderr, "bench: %s %s T=%d %s: %s\n", L.name.c_str(), name, T, dist.c_str(),
+                       why.c_str());
         };
         auto time_baseline = [&](const char* name, Form form) -> double {
           Row w = baseline_row(name);

@@ -119,7 +119,7 @@ void fill_e4m3(uint8_t* p, size_t n, uint64_t seed, float amplitude, cudaStream_
 }
 void copy_kernel(void* dst, const void* src, size_t bytes, int num_sms, cudaStream_t s) {
   copy_v4_kernel<<<num_sms * 4, 512, 0, s>>>(static_cast<uint4*>(dst),
-                                              static_cast<const uint4*>(src), bytes / 16);
+                                             static_cast<const uint4*>(src), bytes / 16);
 }
 
 void fill_f32(float* p, size_t n, float value, cudaStream_t s) {

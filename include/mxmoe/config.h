@@ -13,14 +13,14 @@ namespace mxmoe {
 
 struct ModelConfig {
   int hidden_size = 7168;
-  int routed_expert_hidden_size = 3584;   // the latent width the routed experts read and write
+  int routed_expert_hidden_size = 3584;  // the latent width the routed experts read and write
   int moe_intermediate_size = 3072;
   int num_experts = 896;
   int num_shared_experts = 2;
   int num_experts_per_token = 16;
   int num_hidden_layers = 93;
-  int first_k_dense_replace = 1;          // layers [0, first_k_dense_replace) are dense
-  int intermediate_size = 33792;          // dense layers
+  int first_k_dense_replace = 1;  // layers [0, first_k_dense_replace) are dense
+  int intermediate_size = 33792;  // dense layers
   int num_expert_group = 1;
   int topk_group = 1;
   std::string moe_router_activation_func = "sigmoid";

@@ -22,13 +22,13 @@
 
 namespace mxmoe {
 
-constexpr int kMxBlock = 32;            // elements per MX scale
-constexpr float kE2M1Max = 6.0f;        // largest E2M1 magnitude
-constexpr float kE4M3Max = 448.0f;      // largest finite E4M3FN magnitude
-constexpr uint8_t kUe8m0Nan = 255;      // the NaN scale byte
+constexpr int kMxBlock = 32;        // elements per MX scale
+constexpr float kE2M1Max = 6.0f;    // largest E2M1 magnitude
+constexpr float kE4M3Max = 448.0f;  // largest finite E4M3FN magnitude
+constexpr uint8_t kUe8m0Nan = 255;  // the NaN scale byte
 constexpr int kUe8m0Bias = 127;
-constexpr int kScaleExpMin = -127;      // 2^-127 (byte 0)
-constexpr int kScaleExpMax = 127;       // 2^127 (byte 254)
+constexpr int kScaleExpMin = -127;  // 2^-127 (byte 0)
+constexpr int kScaleExpMax = 127;   // 2^127 (byte 254)
 
 MXMOE_HD uint32_t float_bits(float x) {
   uint32_t u;
@@ -63,14 +63,22 @@ MXMOE_HD float e2m1_to_float(uint8_t code) {
 MXMOE_HD uint8_t float_to_e2m1(float x) {
   const float a = fabsf(x);
   uint8_t c;
-  if (a <= 0.25f) c = 0;        // tie 0.25 -> 0 (even)
-  else if (a < 0.75f) c = 1;    // tie 0.75 -> 1.0 (even)
-  else if (a <= 1.25f) c = 2;   // tie 1.25 -> 1.0
-  else if (a < 1.75f) c = 3;    // tie 1.75 -> 2.0
-  else if (a <= 2.5f) c = 4;    // tie 2.5 -> 2.0
-  else if (a < 3.5f) c = 5;     // tie 3.5 -> 4.0
-  else if (a <= 5.0f) c = 6;    // tie 5.0 -> 4.0
-  else c = 7;
+  if (a <= 0.25f)
+    c = 0;  // tie 0.25 -> 0 (even)
+  else if (a < 0.75f)
+    c = 1;  // tie 0.75 -> 1.0 (even)
+  else if (a <= 1.25f)
+    c = 2;  // tie 1.25 -> 1.0
+  else if (a < 1.75f)
+    c = 3;  // tie 1.75 -> 2.0
+  else if (a <= 2.5f)
+    c = 4;  // tie 2.5 -> 2.0
+  else if (a < 3.5f)
+    c = 5;  // tie 3.5 -> 4.0
+  else if (a <= 5.0f)
+    c = 6;  // tie 5.0 -> 4.0
+  else
+    c = 7;
   return static_cast<uint8_t>(c | ((float_bits(x) >> 28) & 8u));
 }
 
@@ -79,9 +87,12 @@ MXMOE_HD bool e4m3_is_nan(uint8_t code) { return (code & 0x7F) == 0x7F; }
 MXMOE_HD float e4m3_to_float(uint8_t code) {
   const int e = (code >> 3) & 15, m = code & 7;
   float v;
-  if (e == 15 && m == 7) v = NAN;
-  else if (e == 0) v = ldexpf(static_cast<float>(m), -9);
-  else v = ldexpf(1.0f + m * 0.125f, e - 7);
+  if (e == 15 && m == 7)
+    v = NAN;
+  else if (e == 0)
+    v = ldexpf(static_cast<float>(m), -9);
+  else
+    v = ldexpf(1.0f + m * 0.125f, e - 7);
   return (code & 0x80) ? -v : v;
 }
 
@@ -97,12 +108,15 @@ MXMOE_HD uint8_t float_to_e4m3(float x) {
     mag = static_cast<uint8_t>(rintf(a * 512.0f));
   } else {
     int ex;
-    frexpf(a, &ex);                       // a = f * 2^ex, f in [0.5, 1)
-    const int E = ex - 1;                 // a = mant * 2^E, mant in [1, 2)
+    frexpf(a, &ex);        // a = f * 2^ex, f in [0.5, 1)
+    const int E = ex - 1;  // a = mant * 2^E, mant in [1, 2)
     const float mant = ldexpf(a, -E);
     int q = static_cast<int>(rintf((mant - 1.0f) * 8.0f));
     int be = E + 7;
-    if (q == 8) { q = 0; ++be; }
+    if (q == 8) {
+      q = 0;
+      ++be;
+    }
     mag = static_cast<uint8_t>((be << 3) | q);
     if (mag > 0x7E) mag = 0x7E;
   }

@@ -37,14 +37,14 @@
 namespace mxmoe {
 
 enum class Backend { kW4A16, kW4A8 };
-const char* backend_name(Backend b);                          // "w4a16" / "w4a8"
+const char* backend_name(Backend b);  // "w4a16" / "w4a8"
 bool backend_from_name(const std::string& s, Backend* out);
 
 struct PrepareOptions {
   int expert_start = 0;   // this rank owns global experts [expert_start, expert_start + count)
   int expert_count = -1;  // -1: every expert from expert_start on
   Backend backend = Backend::kW4A8;  // the default backend of run_moe (both use the same weights)
-  int device = -1;        // CUDA device ordinal; -1: the current device
+  int device = -1;                   // CUDA device ordinal; -1: the current device
   // With backend kW4A8: also keep the weights folded exactly into E4M3 (one power-of-two exponent
   // per row) for the FP8-tensor-core prefill GEMMs, which run_moe then takes at large token
   // counts. Off by default: on the H200 the BF16-MMA kernels are faster at every measured size
@@ -66,8 +66,7 @@ Status prepare_weights(const MoeLayer& layer, const PrepareOptions& opt, Prepare
 // w2[i] are the views of local expert i (global id opt.expert_start + i), i < opt.expert_count
 // (which must be >= 1 here); num_experts_total is the model's expert count (router width).
 Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4View* w2,
-                           int num_experts_total, const PrepareOptions& opt,
-                           PreparedWeights** out);
+                           int num_experts_total, const PrepareOptions& opt, PreparedWeights** out);
 
 void destroy_weights(PreparedWeights* w);  // null is fine
 

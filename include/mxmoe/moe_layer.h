@@ -3,7 +3,8 @@
 //
 // Tensors are found by name suffix below `layers.L.block_sparse_moe.` (a multimodal checkpoint
 // puts `language_model.` in front). Every dtype and shape is checked against the config, and every
-// MXFP4 scale byte is checked for the NaN code 255; a failure throws mxmoe::Error naming the tensor.
+// MXFP4 scale byte is checked for the NaN code 255; a failure throws mxmoe::Error naming the
+// tensor.
 #pragma once
 
 #include <cstdint>
@@ -47,13 +48,13 @@ struct MoeLayer {
   std::vector<ExpertView> experts;  // indexed by global expert id, all cfg.num_experts of them
 
   // Present when loaded with LayerScope::kBlock:
-  Bf16View router;                   // gate.weight [E, hidden]
-  const float* router_bias = nullptr;  // gate.e_score_correction_bias [E] (F32)
-  Bf16View latent_down;              // routed_expert_down_proj.weight [latent, hidden]
-  Bf16View latent_up;                // routed_expert_up_proj.weight [hidden, latent]
+  Bf16View router;                        // gate.weight [E, hidden]
+  const float* router_bias = nullptr;     // gate.e_score_correction_bias [E] (F32)
+  Bf16View latent_down;                   // routed_expert_down_proj.weight [latent, hidden]
+  Bf16View latent_up;                     // routed_expert_up_proj.weight [hidden, latent]
   const uint16_t* latent_norm = nullptr;  // routed_expert_norm.weight [latent] (BF16)
-  Bf16View shared_gate, shared_up;   // shared_experts.{gate,up}_proj.weight [Is, hidden]
-  Bf16View shared_down;              // shared_experts.down_proj.weight [hidden, Is]
+  Bf16View shared_gate, shared_up;        // shared_experts.{gate,up}_proj.weight [Is, hidden]
+  Bf16View shared_down;                   // shared_experts.down_proj.weight [hidden, Is]
   bool has_block = false;
 };
 
@@ -71,12 +72,12 @@ std::string moe_prefix(int layer);
 constexpr int kFp8FoldWindow = 14;
 struct ScaleSpreadStats {
   int64_t rows = 0;
-  int64_t rows_outside_window = 0;  // max - min > 14
+  int64_t rows_outside_window = 0;            // max - min > 14
   int min_exponent = 255, max_exponent = -1;  // over the whole matrix (biased bytes)
-  int max_row_spread = 0;           // the largest (max - min) of one row
+  int max_row_spread = 0;                     // the largest (max - min) of one row
   double mean_row_spread = 0.0;
   int64_t spread_histogram[256] = {};  // rows per spread value
-  void add(const Mxfp4View& m);     // accumulate one matrix's rows
+  void add(const Mxfp4View& m);        // accumulate one matrix's rows
   // Accumulate statistics gathered elsewhere: the same as having add()ed its matrices here
   // (means weighted by rows), without reading their scales again.
   void merge(const ScaleSpreadStats& o);

@@ -26,7 +26,7 @@ namespace mxmoe {
 
 enum class DType { kBool, kU8, kI8, kI16, kI32, kI64, kF16, kBF16, kF32, kF64, kF8E4M3 };
 
-const char* dtype_name(DType d);        // "U8", "BF16", ... as safetensors spells them
+const char* dtype_name(DType d);  // "U8", "BF16", ... as safetensors spells them
 size_t dtype_size(DType d);
 bool dtype_from_name(const std::string& s, DType* out);
 std::string shape_str(const std::vector<int64_t>& shape);  // "[3072, 1792]"

@@ -32,9 +32,9 @@ StackedMxfp4 stacked_mxfp4(const at::Tensor& packed, const at::Tensor& scales, i
   return s;
 }
 
-StackedExperts stacked_experts(const at::Tensor& w1p, const at::Tensor& w1s,
-                               const at::Tensor& w3p, const at::Tensor& w3s,
-                               const at::Tensor& w2p, const at::Tensor& w2s, const char* op) {
+StackedExperts stacked_experts(const at::Tensor& w1p, const at::Tensor& w1s, const at::Tensor& w3p,
+                               const at::Tensor& w3s, const at::Tensor& w2p, const at::Tensor& w2s,
+                               const char* op) {
   MXMOE_CHECK(w1p.dim() == 3, op, "w1_packed must be [experts, I, H/2], got ", shape_str(w1p));
   StackedExperts ex;
   const int64_t E = w1p.size(0);

@@ -70,9 +70,9 @@ struct StackedExperts {
   StackedMxfp4 w1, w3, w2;
   int num_experts = 0, hidden = 0, intermediate = 0;
 };
-StackedExperts stacked_experts(const at::Tensor& w1p, const at::Tensor& w1s,
-                               const at::Tensor& w3p, const at::Tensor& w3s,
-                               const at::Tensor& w2p, const at::Tensor& w2s, const char* op);
+StackedExperts stacked_experts(const at::Tensor& w1p, const at::Tensor& w1s, const at::Tensor& w3p,
+                               const at::Tensor& w3s, const at::Tensor& w2p, const at::Tensor& w2s,
+                               const char* op);
 // A MoeLayer over those views (config widths from the tensors; other config fields default).
 mxmoe::MoeLayer layer_from_stacked(const StackedExperts& ex);
 

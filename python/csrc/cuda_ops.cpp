@@ -137,8 +137,8 @@ Call begin_call(const char* op, const at::Tensor& hidden, int64_t handle, c10::s
   c.p.num_tokens = static_cast<int>(hidden.size(0));
   c.p.backend = backend(be, op);
   c.p.hidden = hidden.data_ptr();
-  c.p.hidden_dtype = hidden.scalar_type() == at::kFloat ? mxmoe::InputDType::kF32
-                                                        : mxmoe::InputDType::kBf16;
+  c.p.hidden_dtype =
+      hidden.scalar_type() == at::kFloat ? mxmoe::InputDType::kF32 : mxmoe::InputDType::kBf16;
   c.p.hidden_stride = hidden.size(0) > 1 ? hidden.stride(0) : hidden.size(1);
   c.p.beta = static_cast<float>(beta);
   c.p.linear_beta = static_cast<float>(linear_beta);
@@ -164,8 +164,8 @@ void finish_call(Call& c, const at::Tensor& hidden, const at::Tensor& out, const
   c.p.max_tokens = c.p.num_tokens;
   const size_t ws = mxmoe::workspace_bytes(c.held->w, c.p.max_tokens, c.p.top_k);
   // The caching allocator hands out blocks aligned to at least 512 bytes (run_moe needs 256).
-  c.workspace = at::empty({static_cast<int64_t>(std::max<size_t>(ws, 1))},
-                          hidden.options().dtype(at::kByte));
+  c.workspace =
+      at::empty({static_cast<int64_t>(std::max<size_t>(ws, 1))}, hidden.options().dtype(at::kByte));
   c.p.workspace = c.workspace.data_ptr();
   c.p.workspace_size = ws;
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(c.info.device);
@@ -185,8 +185,8 @@ void check_topk(const at::Tensor& ids, const at::Tensor& w, const at::Tensor& hi
 }
 
 void experts_into(const char* op, const at::Tensor& hidden, const at::Tensor& topk_ids,
-                  const at::Tensor& topk_weights, int64_t handle, c10::string_view be,
-                  double beta, double linear_beta, const c10::optional<at::Tensor>& per_beta,
+                  const at::Tensor& topk_weights, int64_t handle, c10::string_view be, double beta,
+                  double linear_beta, const c10::optional<at::Tensor>& per_beta,
                   const c10::optional<at::Tensor>& per_lbeta, const at::Tensor& out) {
   const c10::cuda::CUDAGuard guard(hidden.device());
   Call c = begin_call(op, hidden, handle, be, beta, linear_beta, per_beta, per_lbeta);
@@ -220,10 +220,10 @@ void moe_experts_out(const at::Tensor& hidden, const at::Tensor& topk_ids,
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> moe_routed(
-    const at::Tensor& hidden, const at::Tensor& logits,
-    const c10::optional<at::Tensor>& bias, int64_t handle, int64_t top_k, bool renormalize,
-    double scaling, c10::string_view be, double beta, double linear_beta,
-    const c10::optional<at::Tensor>& per_beta, const c10::optional<at::Tensor>& per_lbeta) {
+    const at::Tensor& hidden, const at::Tensor& logits, const c10::optional<at::Tensor>& bias,
+    int64_t handle, int64_t top_k, bool renormalize, double scaling, c10::string_view be,
+    double beta, double linear_beta, const c10::optional<at::Tensor>& per_beta,
+    const c10::optional<at::Tensor>& per_lbeta) {
   const char* op = "moe_routed";
   const c10::cuda::CUDAGuard guard(hidden.device());
   Call c = begin_call(op, hidden, handle, be, beta, linear_beta, per_beta, per_lbeta);

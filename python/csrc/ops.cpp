@@ -29,13 +29,14 @@ bool has_cuda() {
 }
 
 [[noreturn]] void cpu_tensor_error(const char* op, const at::Tensor& hidden) {
-  TORCH_CHECK(false, "mxmoe::", op, ": hidden is on ", hidden.device().str(),
-              "; this op runs on CUDA tensors only (the CPU reference is mxmoe::reference_experts)");
+  TORCH_CHECK(
+      false, "mxmoe::", op, ": hidden is on ", hidden.device().str(),
+      "; this op runs on CUDA tensors only (the CPU reference is mxmoe::reference_experts)");
 }
 
-at::Tensor moe_experts_cpu(const at::Tensor& hidden, const at::Tensor&, const at::Tensor&,
-                           int64_t, c10::string_view, double, double,
-                           const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&) {
+at::Tensor moe_experts_cpu(const at::Tensor& hidden, const at::Tensor&, const at::Tensor&, int64_t,
+                           c10::string_view, double, double, const c10::optional<at::Tensor>&,
+                           const c10::optional<at::Tensor>&) {
   cpu_tensor_error("moe_experts", hidden);
 }
 
@@ -46,8 +47,8 @@ void moe_experts_out_cpu(const at::Tensor& hidden, const at::Tensor&, const at::
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> moe_routed_cpu(
-    const at::Tensor& hidden, const at::Tensor&, const c10::optional<at::Tensor>&, int64_t,
-    int64_t, bool, double, c10::string_view, double, double, const c10::optional<at::Tensor>&,
+    const at::Tensor& hidden, const at::Tensor&, const c10::optional<at::Tensor>&, int64_t, int64_t,
+    bool, double, c10::string_view, double, double, const c10::optional<at::Tensor>&,
     const c10::optional<at::Tensor>&) {
   cpu_tensor_error("moe_routed", hidden);
 }

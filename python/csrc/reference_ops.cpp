@@ -21,8 +21,8 @@ namespace {
 mxmoe::ActMode act_mode(c10::string_view s, const char* op) {
   mxmoe::ActMode m;
   const std::string name(s.data(), s.size());
-  MXMOE_CHECK(mxmoe::act_mode_from_name(name, &m), op, "act must be 'bf16' or 'mxfp8', got '",
-              name, "'");
+  MXMOE_CHECK(mxmoe::act_mode_from_name(name, &m), op, "act must be 'bf16' or 'mxfp8', got '", name,
+              "'");
   return m;
 }
 
@@ -69,21 +69,20 @@ at::Tensor reference_experts(const at::Tensor& hidden, const at::Tensor& topk_id
   mxmoe::SituParams situ;
   situ.beta = static_cast<float>(beta);
   situ.linear_beta = static_cast<float>(linear_beta);
-  situ.per_expert_beta = per_expert_array(per_beta, ex.num_experts, false, op, "per_expert_beta",
-                                          &keep_b);
-  situ.per_expert_linear_beta = per_expert_array(per_lbeta, ex.num_experts, false, op,
-                                                 "per_expert_linear_beta", &keep_lb);
+  situ.per_expert_beta =
+      per_expert_array(per_beta, ex.num_experts, false, op, "per_expert_beta", &keep_b);
+  situ.per_expert_linear_beta =
+      per_expert_array(per_lbeta, ex.num_experts, false, op, "per_expert_linear_beta", &keep_lb);
   const mxmoe::MoeLayer layer = layer_from_stacked(ex);
   const at::Tensor x = hidden.to(at::kFloat).contiguous();  // BF16 -> fp32 is exact
   const at::Tensor ids = topk_ids.contiguous(), w = topk_weights.contiguous();
   at::Tensor out = at::empty({T, ex.hidden}, hidden.options().dtype(at::kFloat));
   guarded(op, [&] {
-    mxmoe::reference_experts(layer, x.data_ptr<float>(), static_cast<int>(T),
-                             ids.data_ptr<int32_t>(), w.data_ptr<float>(),
-                             static_cast<int>(ids.size(1)), mode, situ,
-                             mxmoe::ExpertRange{static_cast<int>(expert_start),
-                                                static_cast<int>(expert_count)},
-                             out.data_ptr<float>());
+    mxmoe::reference_experts(
+        layer, x.data_ptr<float>(), static_cast<int>(T), ids.data_ptr<int32_t>(),
+        w.data_ptr<float>(), static_cast<int>(ids.size(1)), mode, situ,
+        mxmoe::ExpertRange{static_cast<int>(expert_start), static_cast<int>(expert_count)},
+        out.data_ptr<float>());
   });
   return out;
 }
@@ -95,8 +94,7 @@ std::tuple<at::Tensor, at::Tensor> reference_route(const at::Tensor& logits,
   const char* op = "reference_route";
   check_cpu(logits, op, "router_logits");
   check_dtype(logits, at::kFloat, op, "router_logits");
-  MXMOE_CHECK(logits.dim() == 2, op, "router_logits must be [T, experts], got ",
-              shape_str(logits));
+  MXMOE_CHECK(logits.dim() == 2, op, "router_logits must be [T, experts], got ", shape_str(logits));
   const int64_t T = logits.size(0), E = logits.size(1);
   MXMOE_CHECK(top_k >= 1 && top_k <= E, op, "top_k = ", top_k, " must be in 1..", E);
   at::Tensor keep_bias;
@@ -116,20 +114,16 @@ std::tuple<at::Tensor, at::Tensor> reference_route(const at::Tensor& logits,
   return {ids, w};
 }
 
-at::Tensor reference_block(const at::Tensor& hidden, const at::Tensor& router_weight,
-                           const c10::optional<at::Tensor>& router_bias,
-                           const at::Tensor& latent_down,
-                           const c10::optional<at::Tensor>& latent_norm,
-                           const at::Tensor& latent_up,
-                           const c10::optional<at::Tensor>& shared_gate,
-                           const c10::optional<at::Tensor>& shared_up,
-                           const c10::optional<at::Tensor>& shared_down, const at::Tensor& w1p,
-                           const at::Tensor& w1s, const at::Tensor& w3p, const at::Tensor& w3s,
-                           const at::Tensor& w2p, const at::Tensor& w2s, int64_t top_k,
-                           bool renormalize, double scaling, double eps, c10::string_view act,
-                           double beta, double linear_beta,
-                           const c10::optional<at::Tensor>& per_beta,
-                           const c10::optional<at::Tensor>& per_lbeta) {
+at::Tensor reference_block(
+    const at::Tensor& hidden, const at::Tensor& router_weight,
+    const c10::optional<at::Tensor>& router_bias, const at::Tensor& latent_down,
+    const c10::optional<at::Tensor>& latent_norm, const at::Tensor& latent_up,
+    const c10::optional<at::Tensor>& shared_gate, const c10::optional<at::Tensor>& shared_up,
+    const c10::optional<at::Tensor>& shared_down, const at::Tensor& w1p, const at::Tensor& w1s,
+    const at::Tensor& w3p, const at::Tensor& w3s, const at::Tensor& w2p, const at::Tensor& w2s,
+    int64_t top_k, bool renormalize, double scaling, double eps, c10::string_view act, double beta,
+    double linear_beta, const c10::optional<at::Tensor>& per_beta,
+    const c10::optional<at::Tensor>& per_lbeta) {
   const char* op = "reference_block";
   check_cpu(hidden, op, "hidden");
   check_dtype(hidden, at::kBFloat16, op, "hidden");

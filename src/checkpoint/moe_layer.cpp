@@ -138,8 +138,8 @@ void ScaleSpreadStats::add(const Mxfp4View& m) {
 
 void ScaleSpreadStats::merge(const ScaleSpreadStats& o) {
   if (o.rows <= 0) return;
-  const double spread_sum = mean_row_spread * static_cast<double>(rows) +
-                            o.mean_row_spread * static_cast<double>(o.rows);
+  const double spread_sum =
+      mean_row_spread * static_cast<double>(rows) + o.mean_row_spread * static_cast<double>(o.rows);
   rows += o.rows;
   rows_outside_window += o.rows_outside_window;
   min_exponent = std::min(min_exponent, o.min_exponent);

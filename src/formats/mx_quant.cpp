@@ -102,7 +102,7 @@ void dequantize_mxfp4_row(const uint8_t* packed, const uint8_t* scales, int K, f
     const float scale = scale_value(scales[b], b, "dequantize_mxfp4_row");
     const int k0 = b * kMxBlock;
     if (scales[b] < 250) {  // 6 * 2^(249-127) < FLT_MAX: no overflow possible, skip the checks
-      float tab[16];  // the block's 16 values: 16 exact products instead of 32
+      float tab[16];        // the block's 16 values: 16 exact products instead of 32
       for (int c = 0; c < 16; ++c) tab[c] = lut[c] * scale;
       for (int i = 0; i < kMxBlock; i += 2) {
         const uint8_t byte = packed[(k0 + i) / 2];
@@ -111,8 +111,8 @@ void dequantize_mxfp4_row(const uint8_t* packed, const uint8_t* scales, int K, f
       }
     } else {
       for (int i = 0; i < kMxBlock; ++i)
-        out[k0 + i] = checked_product(lut[e2m1_get(packed, k0 + i)], scale, k0 + i,
-                                      "dequantize_mxfp4_row");
+        out[k0 + i] =
+            checked_product(lut[e2m1_get(packed, k0 + i)], scale, k0 + i, "dequantize_mxfp4_row");
     }
   }
 }

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "mxmoe/mx_quant.h"
 #include "mxmoe/formats.h"
+#include "mxmoe/mx_quant.h"
 #include "mxmoe/reference.h"
 
 namespace mxmoe {
@@ -21,9 +21,12 @@ namespace mxmoe {
 const char* act_mode_name(ActMode m) { return m == ActMode::kBf16 ? "bf16" : "mxfp8"; }
 
 bool act_mode_from_name(const std::string& s, ActMode* out) {
-  if (s == "bf16") *out = ActMode::kBf16;
-  else if (s == "mxfp8") *out = ActMode::kMxfp8;
-  else return false;
+  if (s == "bf16")
+    *out = ActMode::kBf16;
+  else if (s == "mxfp8")
+    *out = ActMode::kMxfp8;
+  else
+    return false;
   return true;
 }
 
@@ -84,8 +87,7 @@ void reference_experts(const MoeLayer& layer, const float* x, int T, const int32
                        const float* weights, int top_k, ActMode mode, const SituParams& situ,
                        const ExpertRange& range, float* out) {
   const ModelConfig& cfg = layer.cfg;
-  const int E = cfg.num_experts, H = cfg.routed_expert_hidden_size,
-            I = cfg.moe_intermediate_size;
+  const int E = cfg.num_experts, H = cfg.routed_expert_hidden_size, I = cfg.moe_intermediate_size;
   if (T < 0) throw Error("reference_experts: negative token count");
   if (top_k < 1) throw Error("reference_experts: top_k = " + std::to_string(top_k) + " < 1");
   if (static_cast<int>(layer.experts.size()) != E)

@@ -4,8 +4,9 @@
 // NOTES: every operand is an exact fp32 value (dequantized MX and BF16 values are), so each
 // product is exact in fp64 (24 + 24 < 53 significant bits); the sum runs in fp64 and rounds to
 // fp32 once. Eight partial sums (k mod 8, see dot) give the CPU independent vector chains; the
-// order is fixed, so results never depend on the thread count or the CPU. A weight row is dequantized once per call into a
-// per-thread buffer and reused for every token: threads split the output rows.
+// order is fixed, so results never depend on the thread count or the CPU. A weight row is
+// dequantized once per call into a per-thread buffer and reused for every token: threads split the
+// output rows.
 #include <cstring>
 #include <string>
 #include <vector>

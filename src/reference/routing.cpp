@@ -36,9 +36,8 @@ void route_kimi(const float* logits, const float* bias, int T, const RoutingConf
         throw Error("route_kimi: e_score_correction_bias[" + std::to_string(e) + "] is NaN");
     }
     for (int e = 0; e < E; ++e) order[e] = e;
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
-      return c[a] > c[b] || (c[a] == c[b] && a < b);
-    });
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int a, int b) { return c[a] > c[b] || (c[a] == c[b] && a < b); });
     float sum = 0.0f;
     for (int j = 0; j < k; ++j) sum = sum + s[order[j]];
     for (int j = 0; j < k; ++j) {

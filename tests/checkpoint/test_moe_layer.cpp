@@ -354,7 +354,8 @@ TEST(ScaleSpreadStats, MergeEqualsAddingTheSameMatrices) {
   EXPECT_EQ(merged.max_row_spread, both.max_row_spread);
   EXPECT_DOUBLE_EQ(merged.mean_row_spread, both.mean_row_spread);
   EXPECT_DOUBLE_EQ(merged.mean_row_spread, 48.0 / 5.0);
-  for (int d = 0; d < 256; ++d) EXPECT_EQ(merged.spread_histogram[d], both.spread_histogram[d]) << d;
+  for (int d = 0; d < 256; ++d)
+    EXPECT_EQ(merged.spread_histogram[d], both.spread_histogram[d]) << d;
 }
 
 }  // namespace

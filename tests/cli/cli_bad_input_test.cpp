@@ -46,8 +46,7 @@ Fixture setup(bool with_input = true) {
   f.model = gen_small_model(f.dir);
   f.in = f.dir + "/in.safetensors";
   f.out = f.dir + "/out.safetensors";
-  if (with_input)
-    run_ok({"gen-input", "--model", f.model, "--tokens", "4", "--out", f.in}, f.dir);
+  if (with_input) run_ok({"gen-input", "--model", f.model, "--tokens", "4", "--out", f.in}, f.dir);
   return f;
 }
 
@@ -121,9 +120,9 @@ TEST(CliBadInput, MissingModelDirectoryAndInputFile) {
   const Fixture f = setup();
   expect_error({"run", "--model", f.dir + "/nope", "--input", f.in, "--output", f.out}, f.dir, 1,
                {f.dir + "/nope"});
-  expect_error({"run", "--model", f.model, "--input", f.dir + "/nope.safetensors", "--output",
-                f.out},
-               f.dir, 1, {"nope.safetensors"});
+  expect_error(
+      {"run", "--model", f.model, "--input", f.dir + "/nope.safetensors", "--output", f.out}, f.dir,
+      1, {"nope.safetensors"});
   expect_error({"run", "--model", f.model, "--input", f.in, "--output",
                 f.dir + "/no_such_dir/out.safetensors"},
                f.dir, 1, {"--output", "no_such_dir"});

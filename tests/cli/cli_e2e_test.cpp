@@ -41,9 +41,9 @@ TEST(CliEndToEnd, ExpertsScopeBothActModesMatchReference) {
   std::vector<float> outs[2];
   for (ActMode act : {ActMode::kMxfp8, ActMode::kBf16}) {
     const std::string name = act_mode_name(act);
-    std::vector<float> got = run_and_read(
-        dir, {"--model", model, "--layer", "1", "--input", in, "--act", name},
-        dir + "/out_" + name + ".safetensors");
+    std::vector<float> got =
+        run_and_read(dir, {"--model", model, "--layer", "1", "--input", in, "--act", name},
+                     dir + "/out_" + name + ".safetensors");
     RefOptions o;
     o.act = act;
     EXPECT_TRUE(same_bits(got, reference_output(model, 1, in, o))) << name;
@@ -62,9 +62,9 @@ TEST(CliEndToEnd, BlockScopeBothActModesMatchReference) {
   run_ok({"gen-input", "--model", model, "--tokens", "9", "--scope", "block", "--out", in}, dir);
   for (ActMode act : {ActMode::kMxfp8, ActMode::kBf16}) {
     const std::string name = act_mode_name(act);
-    std::vector<float> got = run_and_read(
-        dir, {"--model", model, "--input", in, "--scope", "block", "--act", name},
-        dir + "/out_" + name + ".safetensors");
+    std::vector<float> got =
+        run_and_read(dir, {"--model", model, "--input", in, "--scope", "block", "--act", name},
+                     dir + "/out_" + name + ".safetensors");
     RefOptions o;
     o.block = true;
     o.act = act;
@@ -101,12 +101,11 @@ TEST(CliEndToEnd, ExpertParallelSlicesSumToFullLayer) {
   run_ok({"gen-input", "--model", model, "--tokens", "16", "--out", in}, dir);
   const std::vector<float> full =
       run_and_read(dir, {"--model", model, "--input", in}, dir + "/full.safetensors");
-  const std::vector<float> a = run_and_read(
-      dir, {"--model", model, "--input", in, "--ep-start", "0", "--ep-count", "3"},
-      dir + "/a.safetensors");
-  const std::vector<float> b =
-      run_and_read(dir, {"--model", model, "--input", in, "--ep-start", "3"},
-                   dir + "/b.safetensors");
+  const std::vector<float> a =
+      run_and_read(dir, {"--model", model, "--input", in, "--ep-start", "0", "--ep-count", "3"},
+                   dir + "/a.safetensors");
+  const std::vector<float> b = run_and_read(
+      dir, {"--model", model, "--input", in, "--ep-start", "3"}, dir + "/b.safetensors");
   RefOptions o;
   o.range = {0, 3};
   EXPECT_TRUE(same_bits(a, reference_output(model, 1, in, o)));
@@ -127,9 +126,9 @@ TEST(CliEndToEnd, SituOverridesAndBackendAlias) {
   const std::string model = gen_small_model(dir);
   const std::string in = dir + "/in.safetensors";
   run_ok({"gen-input", "--model", model, "--tokens", "6", "--out", in}, dir);
-  const std::vector<float> custom = run_and_read(
-      dir, {"--model", model, "--input", in, "--beta", "2.5", "--linear-beta", "10"},
-      dir + "/custom.safetensors");
+  const std::vector<float> custom =
+      run_and_read(dir, {"--model", model, "--input", in, "--beta", "2.5", "--linear-beta", "10"},
+                   dir + "/custom.safetensors");
   RefOptions o;
   o.beta = 2.5f;
   o.linear_beta = 10.0f;
@@ -157,8 +156,8 @@ TEST(CliEndToEnd, ZeroTokensAndSecondLayer) {
   // Layer 2 holds different weights than layer 1.
   const std::string in3 = dir + "/in3.safetensors";
   run_ok({"gen-input", "--model", model, "--tokens", "3", "--out", in3}, dir);
-  const std::vector<float> l2 = run_and_read(dir, {"--model", model, "--layer", "2", "--input",
-                                                   in3}, dir + "/l2.safetensors");
+  const std::vector<float> l2 = run_and_read(
+      dir, {"--model", model, "--layer", "2", "--input", in3}, dir + "/l2.safetensors");
   EXPECT_TRUE(same_bits(l2, reference_output(model, 2, in3, RefOptions{})));
   EXPECT_FALSE(same_bits(l2, reference_output(model, 1, in3, RefOptions{})));
 }
@@ -174,9 +173,9 @@ TEST(CliEndToEnd, KimiRealExpertWidths) {
     run_ok({"gen-input", "--model", model, "--tokens", "3", "--scope", scope, "--out", in}, dir);
     for (ActMode act : {ActMode::kMxfp8, ActMode::kBf16}) {
       const std::string name = act_mode_name(act);
-      std::vector<float> got = run_and_read(
-          dir, {"--model", model, "--input", in, "--scope", scope, "--act", name},
-          dir + "/out.safetensors");
+      std::vector<float> got =
+          run_and_read(dir, {"--model", model, "--input", in, "--scope", scope, "--act", name},
+                       dir + "/out.safetensors");
       RefOptions o;
       o.block = std::string(scope) == "block";
       o.act = act;

@@ -33,9 +33,9 @@ CliResult run_ok(const std::vector<std::string>& args, const std::string& dir) {
 
 std::string gen_small_model(const std::string& dir, const std::vector<std::string>& extra) {
   const std::string model = dir + "/model";
-  std::vector<std::string> args = {"gen",    "--out",    model,      "--experts", "8",
-                                   "--topk", "4",        "--hidden", "256",       "--latent",
-                                   "128",    "--intermediate", "96", "--quiet"};
+  std::vector<std::string> args = {"gen", "--out",    model, "--experts", "8",   "--topk",
+                                   "4",   "--hidden", "256", "--latent",  "128", "--intermediate",
+                                   "96",  "--quiet"};
   args.insert(args.end(), extra.begin(), extra.end());
   run_ok(args, dir);
   return model;
@@ -111,8 +111,7 @@ std::vector<float> reference_output(const std::string& model, int layer, const s
 ::testing::AssertionResult same_bits(const std::vector<float>& got,
                                      const std::vector<float>& want) {
   if (got.size() != want.size())
-    return ::testing::AssertionFailure()
-           << "size " << got.size() << " != expected " << want.size();
+    return ::testing::AssertionFailure() << "size " << got.size() << " != expected " << want.size();
   std::ostringstream os;
   size_t bad = 0;
   double max_diff = 0;

@@ -41,7 +41,6 @@ std::vector<float> reference_output(const std::string& model, int layer, const s
                                     const RefOptions& o);
 
 // Bit-for-bit comparison with a report of the first mismatches.
-::testing::AssertionResult same_bits(const std::vector<float>& got,
-                                     const std::vector<float>& want);
+::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want);
 
 }  // namespace mxmoe::test

@@ -21,7 +21,8 @@ inline double e2m1_value(int code) {
 inline double e4m3_value(int code) {
   const int s = (code >> 7) & 1, e = (code >> 3) & 15, m = code & 7;
   if (e == 15 && m == 7) return std::numeric_limits<double>::quiet_NaN();
-  const double mag = e == 0 ? std::ldexp(static_cast<double>(m), -9) : std::ldexp(1.0 + m / 8.0, e - 7);
+  const double mag =
+      e == 0 ? std::ldexp(static_cast<double>(m), -9) : std::ldexp(1.0 + m / 8.0, e - 7);
   return s ? -mag : mag;
 }
 

@@ -76,7 +76,8 @@ TEST(E2M1, MatchesBruteForceOnRandomAndDenseInputs) {
     const float x = u(rng);
     ASSERT_EQ(float_to_e2m1(x), oracle::e2m1_encode(x)) << x;
   }
-  for (float x = -7.0f; x <= 7.0f; x += 1.0f / 64) ASSERT_EQ(float_to_e2m1(x), oracle::e2m1_encode(x)) << x;
+  for (float x = -7.0f; x <= 7.0f; x += 1.0f / 64)
+    ASSERT_EQ(float_to_e2m1(x), oracle::e2m1_encode(x)) << x;
 }
 
 TEST(E2M1, PackLowNibbleFirst) {
@@ -190,7 +191,8 @@ TEST(ScaleRule, ExactPowersOfTwoAndOneUlpAbove) {
       const float up = std::nextafter(amax, INFINITY);
       EXPECT_EQ(mx_scale_exponent(up, max_code), std::min(E + 1, 127)) << "E " << E;
       const float down = std::nextafter(amax, 0.0f);
-      EXPECT_EQ(mx_scale_exponent(down, max_code), std::max(oracle::scale_exponent(down, max_code), -127));
+      EXPECT_EQ(mx_scale_exponent(down, max_code),
+                std::max(oracle::scale_exponent(down, max_code), -127));
       EXPECT_EQ(mx_scale_byte(amax, max_code), E + 127);
     }
   }

@@ -23,10 +23,17 @@ std::vector<float> random_row(std::mt19937& rng, int K, float magnitude) {
   for (int k = 0; k < K; ++k) {
     float v = n(rng) * magnitude;
     switch (pick(rng)) {
-      case 0: v = 0.0f; break;
-      case 1: v = -0.0f; break;
-      case 2: v *= 1.0f / 1048576.0f; break;
-      default: break;
+      case 0:
+        v = 0.0f;
+        break;
+      case 1:
+        v = -0.0f;
+        break;
+      case 2:
+        v *= 1.0f / 1048576.0f;
+        break;
+      default:
+        break;
     }
     x[k] = v;
   }
@@ -51,7 +58,8 @@ TEST(Mxfp8Row, MatchesDoubleQuantizerBitForBit) {
         oracle::quantize_block(&x[b * 32], 448.0, oracle::e4m3_encode, &sb, oc);
         ASSERT_EQ(scales[b], sb) << "magnitude " << mag << " block " << b;
         for (int i = 0; i < 32; ++i)
-          ASSERT_EQ(codes[b * 32 + i], oc[i]) << "x = " << x[b * 32 + i] << " scale byte " << int(sb);
+          ASSERT_EQ(codes[b * 32 + i], oc[i])
+              << "x = " << x[b * 32 + i] << " scale byte " << int(sb);
         checked += 32;
       }
     }
@@ -102,7 +110,13 @@ TEST(MxRows, TiesInsideBlocksRoundToEven) {
   }
   std::vector<float> x(32, 0.0f);
   x[0] = 6.0f;
-  x[1] = 0.25f; x[2] = 0.75f; x[3] = 1.25f; x[4] = -1.75f; x[5] = 2.5f; x[6] = 3.5f; x[7] = -5.0f;
+  x[1] = 0.25f;
+  x[2] = 0.75f;
+  x[3] = 1.25f;
+  x[4] = -1.75f;
+  x[5] = 2.5f;
+  x[6] = 3.5f;
+  x[7] = -5.0f;
   std::vector<uint8_t> packed(16), scales(1);
   quantize_mxfp4_row(x.data(), 32, packed.data(), scales.data());
   EXPECT_EQ(scales[0], 127);
@@ -115,13 +129,17 @@ TEST(MxRows, TiesInsideBlocksRoundToEven) {
 TEST(MxRows, RoundTripsOfRepresentableValuesAreExact) {
   std::mt19937 rng(12);
   const int K = 128;
-  std::uniform_int_distribution<int> code8(0, 255), code4(0, 15), sc8(0, 240), sc4(0, 249), pos(0, 31);
+  std::uniform_int_distribution<int> code8(0, 255), code4(0, 15), sc8(0, 240), sc4(0, 249),
+      pos(0, 31);
   for (int rep = 0; rep < 2000; ++rep) {
     // MXFP8
     std::vector<uint8_t> c(K), s(K / 32), c2(K), s2(K / 32);
-    for (auto& v : c) do v = static_cast<uint8_t>(code8(rng)); while (e4m3_is_nan(v));
+    for (auto& v : c) do
+        v = static_cast<uint8_t>(code8(rng));
+      while (e4m3_is_nan(v));
     for (auto& v : s) v = static_cast<uint8_t>(sc8(rng));
-    if (rep % 2) for (int b = 0; b < K / 32; ++b) c[b * 32 + pos(rng)] = rep % 4 == 1 ? 0x7E : 0xFE;
+    if (rep % 2)
+      for (int b = 0; b < K / 32; ++b) c[b * 32 + pos(rng)] = rep % 4 == 1 ? 0x7E : 0xFE;
     std::vector<float> x(K), y(K);
     dequantize_mxfp8_row(c.data(), s.data(), K, x.data());
     quantize_mxfp8_row(x.data(), K, c2.data(), s2.data());
@@ -136,7 +154,8 @@ TEST(MxRows, RoundTripsOfRepresentableValuesAreExact) {
     for (int k = 0; k < K; ++k) ASSERT_EQ(float_bits(x[k]), float_bits(f[k])) << k;
     // MXFP4
     std::vector<uint8_t> p(K / 2), p2(K / 2), t(K / 32), t2(K / 32);
-    for (auto& v : p) v = e2m1_pack(static_cast<uint8_t>(code4(rng)), static_cast<uint8_t>(code4(rng)));
+    for (auto& v : p)
+      v = e2m1_pack(static_cast<uint8_t>(code4(rng)), static_cast<uint8_t>(code4(rng)));
     for (auto& v : t) v = static_cast<uint8_t>(sc4(rng));
     if (rep % 2)
       for (int b = 0; b < K / 32; ++b) {

@@ -34,8 +34,8 @@ enum Layout { kSplit = 0, kWeightsOnly = 1, kInterleaved = 2 };
 const char* const kLayoutName[] = {"split", "weights-only", "interleaved"};
 
 template <int kLayout, int D>
-__global__ void __launch_bounds__(kThreads) streams(const uint8_t* w, const uint8_t* s, int tiles,
-                                                    unsigned* sink) {
+__global__ void __launch_bounds__(kThreads)
+    streams(const uint8_t* w, const uint8_t* s, int tiles, unsigned* sink) {
   constexpr int64_t kStep = kLayout == kInterleaved ? kWBytes + kSBytes : kWBytes;
   const int tid = threadIdx.x;
   const int sword = (8 * (tid >> 5) + ((tid & 31) >> 2)) * 4;  // the decode kernel's scale word
@@ -43,9 +43,9 @@ __global__ void __launch_bounds__(kThreads) streams(const uint8_t* w, const uint
   unsigned acc = 0;
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
     const uint8_t* wt = w + static_cast<int64_t>(t) * kKT * kStep + tid * 16;
-    const uint8_t* st = kLayout == kInterleaved ? w + static_cast<int64_t>(t) * kKT * kStep +
-                                                      kWBytes + sword
-                                                : s + static_cast<int64_t>(t) * kKT * kSBytes + sword;
+    const uint8_t* st = kLayout == kInterleaved
+                            ? w + static_cast<int64_t>(t) * kKT * kStep + kWBytes + sword
+                            : s + static_cast<int64_t>(t) * kKT * kSBytes + sword;
     constexpr int64_t kSStep = kLayout == kInterleaved ? kStep : kSBytes;
     uint4 q[D];
     uint32_t sc[D];
@@ -77,8 +77,8 @@ double run(const uint8_t* w, const uint8_t* s, int tiles, int grid, unsigned* si
   const double us = median_flushed_us(
       [&](cudaStream_t st) { streams<kLayout, D><<<grid, kThreads, 0, st>>>(w, s, tiles, sink); },
       flush, flush_bytes, /*st=*/0, 9, 2);
-  const double bytes = static_cast<double>(tiles) * kKT *
-                       (kWBytes + (kLayout == kWeightsOnly ? 0 : kSBytes));
+  const double bytes =
+      static_cast<double>(tiles) * kKT * (kWBytes + (kLayout == kWeightsOnly ? 0 : kSBytes));
   std::printf("STREAMS %-12s D=%d tiles=%5d grid=%4d | %8.1f us %7.0f GB/s\n", kLayoutName[kLayout],
               D, tiles, grid, us, bytes / us * 1e-3);
   return us;
@@ -89,7 +89,7 @@ double run(const uint8_t* w, const uint8_t* s, int tiles, int grid, unsigned* si
 int main() {
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const int grid = 5 * sms;  // the decode kernel's occupancy
+  const int grid = 5 * sms;    // the decode kernel's occupancy
   const int max_tiles = 3648;  // EP16 T=64 GEMM1: ~38 experts x 96 weight tiles
   uint8_t *w = nullptr, *s = nullptr;
   unsigned* sink = nullptr;

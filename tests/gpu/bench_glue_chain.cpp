@@ -122,8 +122,10 @@ TEST(GpuGlueBench, DISABLED_FusedVsSeparateChain) {
         ASSERT_TRUE(ts > 0 && tf > 0);
         CUDA_OK(cudaStreamSynchronize(s));
         CUDA_OK(cudaGetLastError());
-        std::printf("GLUEBENCH local=%3d T=%3d router=%-4s | separate %6.2f us | fused %6.2f us | "
-                    "saved %6.2f us\n", El, T, gpu_route ? "gpu" : "ids", ts, tf, ts - tf);
+        std::printf(
+            "GLUEBENCH local=%3d T=%3d router=%-4s | separate %6.2f us | fused %6.2f us | "
+            "saved %6.2f us\n",
+            El, T, gpu_route ? "gpu" : "ids", ts, tf, ts - tf);
       }
 }
 
@@ -235,9 +237,10 @@ TEST(GpuGlueBench, DISABLED_PrefillGlue) {
       ASSERT_TRUE(tg > 0 && tc > 0 && tq > 0 && tall > 0);
       CUDA_OK(cudaStreamSynchronize(s));
       CUDA_OK(cudaGetLastError());
-      std::printf("GLUEBENCH prefill local=%3d per-token=%d T=%5d | group (+ SiTU fill) %7.2f us "
-                  "| combine %7.2f us | chain %7.2f us | quantize (w4a8) %7.2f us\n",
-                  El, L, T, tg, tc, tall, tq);
+      std::printf(
+          "GLUEBENCH prefill local=%3d per-token=%d T=%5d | group (+ SiTU fill) %7.2f us "
+          "| combine %7.2f us | chain %7.2f us | quantize (w4a8) %7.2f us\n",
+          El, L, T, tg, tc, tall, tq);
     }
 }
 

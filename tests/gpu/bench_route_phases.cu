@@ -55,15 +55,38 @@ using mxmoe::situ_sigmoid;
 constexpr int kE = 896, kK = 16;
 constexpr int kStamps = 6;  // start, after keys, tree, select, tail, end (after a fence)
 enum Variant {
-  kEmpty, kLoadsOnly, kPhases, kShipped, kTwice, kDivKeys, kWide4, kWide16, kPhases512, kWide1,
-  kWide16R, kPhases512R, kWide8, kWide8R, kWideCta, kWideCtaR
+  kEmpty,
+  kLoadsOnly,
+  kPhases,
+  kShipped,
+  kTwice,
+  kDivKeys,
+  kWide4,
+  kWide16,
+  kPhases512,
+  kWide1,
+  kWide16R,
+  kPhases512R,
+  kWide8,
+  kWide8R,
+  kWideCta,
+  kWideCtaR
 };
-const char* const kName[] = {"empty",          "loads only",       "phases",
-                             "shipped route_token_warp", "shipped, twice", "keys by division",
-                             "keys by 4 warps", "keys by 16 warps", "phases, 512 threads",
-                             "keys by 1 warp via smem", "keys by 16 warps, maxnreg 128",
-                             "phases, 512 thr, maxnreg 128", "keys by 8 warps",
-                             "keys by 8 warps, maxnreg 128", "wide CTA route_token_cta",
+const char* const kName[] = {"empty",
+                             "loads only",
+                             "phases",
+                             "shipped route_token_warp",
+                             "shipped, twice",
+                             "keys by division",
+                             "keys by 4 warps",
+                             "keys by 16 warps",
+                             "phases, 512 threads",
+                             "keys by 1 warp via smem",
+                             "keys by 16 warps, maxnreg 128",
+                             "phases, 512 thr, maxnreg 128",
+                             "keys by 8 warps",
+                             "keys by 8 warps, maxnreg 128",
+                             "wide CTA route_token_cta",
                              "shipped wide CTA (maxnreg 128)"};
 // The __maxnreg__(128) variants run their base variant's code in a kernel compiled under that
 // register target instead of __launch_bounds__ (the two exclude each other).
@@ -78,10 +101,10 @@ constexpr int base_of(int v) {
                             : v;
 }
 constexpr int threads_of(int v) {
-  return v == kWide4                                          ? 128
-         : base_of(v) == kWide8 || base_of(v) == kWideCta     ? 256
+  return v == kWide4                                         ? 128
+         : base_of(v) == kWide8 || base_of(v) == kWideCta    ? 256
          : base_of(v) == kWide16 || base_of(v) == kPhases512 ? 512
-                                                              : 32;
+                                                             : 32;
 }
 // The stamped intervals' names, per variant (the first four; the fifth is the fence).
 const char* const kCols[][4] = {{"-", "-", "-", "-"},
@@ -147,9 +170,9 @@ __device__ __forceinline__ bool wide_keys(const float* row, const float* bias, u
 // The stamped phases after the keys (stamps t[1..4]): the keys' arrival, route_tree_max,
 // route_select_warp and the tail (slot sigmoids, slot-order sum, the weights' stores), as
 // route_token_warp_regs runs them for k <= 32.
-__device__ __forceinline__ void stamped_pick(uint32_t (&key)[32], bool nan_token,
-                                             const float* row, uint32_t* scratch, int32_t* ids,
-                                             float* weights, int lane, volatile uint32_t* sink,
+__device__ __forceinline__ void stamped_pick(uint32_t (&key)[32], bool nan_token, const float* row,
+                                             uint32_t* scratch, int32_t* ids, float* weights,
+                                             int lane, volatile uint32_t* sink,
                                              long long (&t)[kStamps]) {
   t[1] = stamp_after(key[0] ^ key[27], sink);
   uint32_t lb;
@@ -166,9 +189,8 @@ __device__ __forceinline__ void stamped_pick(uint32_t (&key)[32], bool nan_token
 }
 
 template <int V>
-__device__ __forceinline__ void route_phases_body(const float* row, const float* bias,
-                                                  int32_t* ids, float* weights,
-                                                  long long* stamps) {
+__device__ __forceinline__ void route_phases_body(const float* row, const float* bias, int32_t* ids,
+                                                  float* weights, long long* stamps) {
   __shared__ __align__(8) uint32_t scratch[kRouteSelectWords];
   __shared__ uint32_t sink[threads_of(V)];
   const int lane = threadIdx.x % 32;
@@ -191,8 +213,10 @@ __device__ __forceinline__ void route_phases_body(const float* row, const float*
     __shared__ uint32_t keys[1024];
     __shared__ int nan_flag;
     uint32_t key[32];
-    const bool nan_token = wide_keys<V == kWide4 ? 4 : V == kWide8 ? 8 : V == kWide16 ? 16 : 1>(
-        row, bias, keys, &nan_flag, key);
+    const bool nan_token = wide_keys < V == kWide4 ? 4
+                           : V == kWide8           ? 8
+                           : V == kWide16          ? 16
+                                                   : 1 > (row, bias, keys, &nan_flag, key);
     if (threadIdx.x >= 32) return;  // warp 0 selects
     stamped_pick(key, nan_token, row, scratch, ids, weights, lane, sink + lane, t);
   } else if constexpr (V == kWideCta) {
@@ -235,15 +259,15 @@ __device__ __forceinline__ void route_phases_body(const float* row, const float*
 }
 
 template <int V>
-__global__ void __launch_bounds__(threads_of(V)) route_phases(const float* row, const float* bias,
-                                                              int32_t* ids, float* weights,
-                                                              long long* stamps) {
+__global__ void __launch_bounds__(threads_of(V))
+    route_phases(const float* row, const float* bias, int32_t* ids, float* weights,
+                 long long* stamps) {
   route_phases_body<V>(row, bias, ids, weights, stamps);
 }
 template <int V>
-__global__ void __maxnreg__(128) route_phases_r128(const float* row, const float* bias,
-                                                   int32_t* ids, float* weights,
-                                                   long long* stamps) {
+__global__ void __maxnreg__(128)
+    route_phases_r128(const float* row, const float* bias, int32_t* ids, float* weights,
+                      long long* stamps) {
   route_phases_body<base_of(V)>(row, bias, ids, weights, stamps);
 }
 
@@ -319,8 +343,7 @@ void read_outputs(const int32_t* dids, const float* dw, std::vector<int32_t>* id
 int main() {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("bench_route_phases on %s: one warp, one token, E = %d, k = %d\n", prop.name, kE,
-              kK);
+  std::printf("bench_route_phases on %s: one warp, one token, E = %d, k = %d\n", prop.name, kE, kK);
   // Logits like a router's (normal, sd 2) and a small correction bias; fixed seed.
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 2.0f), nb(0.0f, 0.05f);

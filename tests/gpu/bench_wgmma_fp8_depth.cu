@@ -37,7 +37,9 @@ namespace ptx = mxmoe::sm90::ptx;
 // its barriers after them).
 constexpr int kBTileBytes = 16384, kATileBytes = 8192;
 constexpr double kPeakFlopPerClk = 8192.0;  // FP8 dense, per SM
-__host__ __device__ constexpr int smem_bytes(int n) { return 1024 + kBTileBytes + kATileBytes + 16 * n; }
+__host__ __device__ constexpr int smem_bytes(int n) {
+  return 1024 + kBTileBytes + kATileBytes + 16 * n;
+}
 
 // Fills the operand tiles with finite E4M3 bytes near 1 and the scales; returns the scales.
 __device__ __forceinline__ float* fill_operands(uint8_t* smem, int n) {
@@ -51,9 +53,8 @@ __device__ __forceinline__ float* fill_operands(uint8_t* smem, int n) {
 // The consumer's result (the sum of its accumulators, so no wgmma is dead code) and, from the
 // thread that times the CTA, its cycle count.
 template <int NA>
-__device__ __forceinline__ void store_result(const float (&acc)[NA], float* out,
-                                             long long* cycles, unsigned timer_thread,
-                                             long long c0, long long c1) {
+__device__ __forceinline__ void store_result(const float (&acc)[NA], float* out, long long* cycles,
+                                             unsigned timer_thread, long long c0, long long c1) {
   float s = 0.0f;
 #pragma unroll
   for (int i = 0; i < NA; ++i) s += acc[i];
@@ -74,7 +75,8 @@ struct Step {
     for (int c = 0; c < kChain; ++c) {
       const uint64_t bd = ptx::desc_sw128(b_addr + 32 * ((blk + c) & 3));
       if constexpr (kSS) {  // A = the 64-row tile after B (tokens on M from shared memory)
-        ptx::WgmmaFp8SS<N>::mma(d, ptx::desc_sw128(b_addr + kBTileBytes + 32 * ((blk + c) & 3)), bd, kChain > 1 ? 1 : 0);
+        ptx::WgmmaFp8SS<N>::mma(d, ptx::desc_sw128(b_addr + kBTileBytes + 32 * ((blk + c) & 3)), bd,
+                                kChain > 1 ? 1 : 0);
       } else {
         ptx::WgmmaFp8RS<N>::mma(d, a, bd, kChain > 1 ? 1 : 0);
       }
@@ -125,7 +127,8 @@ struct Step {
         if constexpr (kPromote == 2) {
           s = sv[m];
         } else if constexpr (kPromote == 3) {
-          s = make_float4(__uint_as_float(sc_addr), __uint_as_float(sc_addr + 1), __uint_as_float(sc_addr + 2), __uint_as_float(sc_addr + 3));
+          s = make_float4(__uint_as_float(sc_addr), __uint_as_float(sc_addr + 1),
+                          __uint_as_float(sc_addr + 2), __uint_as_float(sc_addr + 3));
         } else {
           s = lds4(sc_addr + 4 * ((b & 3) * N + 16 * m));
         }
@@ -144,8 +147,8 @@ struct Step {
 };
 
 template <int N, int D, int B, int kChain, int kPromote, int kThreads, bool kSS = false>
-__global__ void __launch_bounds__(kThreads, 1) depth_kernel(int iters, int nwg, int live,
-                                                            float* out, long long* cycles) {
+__global__ void __launch_bounds__(kThreads, 1)
+    depth_kernel(int iters, int nwg, int live, float* out, long long* cycles) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = ptx::align_smem<1024>(smem_raw);
   float* sc = fill_operands(smem, N);
@@ -179,8 +182,8 @@ __global__ void __launch_bounds__(kThreads, 1) depth_kernel(int iters, int nwg, 
 // runs the step's 4 blocks and arrives on empty[slot] (one arrival per warp). What does the
 // handshake cost per step?
 template <int N, int kPromote, int kLag, bool kFence>
-__global__ void __launch_bounds__(384, 1) ring_kernel(int steps, int live, float* out,
-                                                     long long* cycles) {
+__global__ void __launch_bounds__(384, 1)
+    ring_kernel(int steps, int live, float* out, long long* cycles) {
   constexpr int kStages = 8;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = ptx::align_smem<1024>(smem_raw);
@@ -263,9 +266,11 @@ void run_ring(const char* name, int sms, float* out, long long* cyc) {
     if (rep == 0 || mx < best) best = mx;
   }
   const double flop = 2.0 * steps * 4 * 64.0 * N * 32 * 2;  // 2 consumers x 4 blocks per step
-  std::printf("%-10s SS N=%3d ring lag=%d fence=%d promote=%d wg=2+1        | %6.0f FLOP/clk/SM = %5.1f%% of 8192 | %6.0f cycles per step\n",
-              name, N, kLag, int(kFence), kPromote, flop / double(best), 100.0 * flop / double(best) / kPeakFlopPerClk,
-              double(best) / steps);
+  std::printf(
+      "%-10s SS N=%3d ring lag=%d fence=%d promote=%d wg=2+1        | %6.0f FLOP/clk/SM = %5.1f%% "
+      "of 8192 | %6.0f cycles per step\n",
+      name, N, kLag, int(kFence), kPromote, flop / double(best),
+      100.0 * flop / double(best) / kPeakFlopPerClk, double(best) / steps);
 }
 
 template <int N, int D, int B, int kChain, int kPromote, int kThreads, bool kSS = false>
@@ -300,9 +305,11 @@ void run(const char* name, int nwg, int sms, float* out, long long* cyc) {
   const double per_clk = flop_cta / double(best_cyc);
   const double tflops = flop_cta * sms / (best_ms * 1e-3) * 1e-12;
   const double mhz = double(best_cyc) / (best_ms * 1e-3) * 1e-6;
-  std::printf("%-10s %s N=%3d D=%d B=%d chain=%d promote=%d wg=%d regs=%3d spill=%4zu | %6.0f FLOP/clk/SM = %5.1f%% of 8192 | %7.1f TFLOP/s | ~%4.0f MHz\n",
-              name, kSS ? "SS" : "RS", N, D, B, kChain, kPromote, nwg, attr.numRegs, attr.localSizeBytes, per_clk,
-              100.0 * per_clk / kPeakFlopPerClk, tflops, mhz);
+  std::printf(
+      "%-10s %s N=%3d D=%d B=%d chain=%d promote=%d wg=%d regs=%3d spill=%4zu | %6.0f FLOP/clk/SM "
+      "= %5.1f%% of 8192 | %7.1f TFLOP/s | ~%4.0f MHz\n",
+      name, kSS ? "SS" : "RS", N, D, B, kChain, kPromote, nwg, attr.numRegs, attr.localSizeBytes,
+      per_clk, 100.0 * per_clk / kPeakFlopPerClk, tflops, mhz);
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
 }

@@ -132,15 +132,18 @@ void block_sim::run_block(int threads, F body) {
 // ---- the intrinsics (full warps only) ----
 template <class T>
 T __shfl_sync(unsigned, T v, int src, int = 32) {
-  return block_sim::shfl(v, [](int, int s) { return s & 31; }, src);
+  return block_sim::shfl(
+      v, [](int, int s) { return s & 31; }, src);
 }
 template <class T>
 T __shfl_up_sync(unsigned, T v, unsigned d, int = 32) {
-  return block_sim::shfl(v, [](int lane, int dd) { return lane - dd; }, static_cast<int>(d));
+  return block_sim::shfl(
+      v, [](int lane, int dd) { return lane - dd; }, static_cast<int>(d));
 }
 template <class T>
 T __shfl_xor_sync(unsigned, T v, int m, int = 32) {
-  return block_sim::shfl(v, [](int lane, int mm) { return lane ^ mm; }, m);
+  return block_sim::shfl(
+      v, [](int lane, int mm) { return lane ^ mm; }, m);
 }
 inline unsigned __ballot_sync(unsigned, int pred) {
   int all[32];

@@ -33,7 +33,8 @@ void check_gemm2_direct(Params p, int H, int max_rows, int pairs, const std::vec
   std::shuffle(tok.begin(), tok.end(), rng);
   std::vector<int32_t> ot(max_rows, -1);
   for (int r = 0; r < pairs; ++r) ot[r] = (rng() & 1) ? tok[r] : -1;
-  const size_t out_n = static_cast<size_t>(tokens) * stride, y_n = static_cast<size_t>(max_rows) * H;
+  const size_t out_n = static_cast<size_t>(tokens) * stride,
+               y_n = static_cast<size_t>(max_rows) * H;
   int32_t* d_ot = nullptr;
   float* d_out = nullptr;
   auto ok = [&](cudaError_t e, const char* what) {
@@ -41,19 +42,22 @@ void check_gemm2_direct(Params p, int H, int max_rows, int pairs, const std::vec
     return e == cudaSuccess;
   };
   std::vector<float> y(y_n), out(out_n);
-  const bool ran = ok(cudaMalloc(&d_ot, ot.size() * 4), "cudaMalloc") &&
-                   ok(cudaMalloc(&d_out, out_n * 4), "cudaMalloc") &&
-                   ok(cudaMemcpy(d_ot, ot.data(), ot.size() * 4, cudaMemcpyHostToDevice), "upload") &&
-                   ok(cudaMemset(d_out, 0xFF, out_n * 4), "poison out") &&
-                   ok(cudaMemset(p.y, 0xFF, y_n * 4), "poison y") && [&] {
-                     p.out_token = d_ot;
-                     p.out = d_out;
-                     p.out_stride = stride;
-                     with_table(p, ot);
-                     return ok(launch(p), "launch with out_token");
-                   }() && ok(cudaDeviceSynchronize(), "sync") &&
-                   ok(cudaMemcpy(y.data(), p.y, y_n * 4, cudaMemcpyDeviceToHost), "download y") &&
-                   ok(cudaMemcpy(out.data(), d_out, out_n * 4, cudaMemcpyDeviceToHost), "download out");
+  const bool ran =
+      ok(cudaMalloc(&d_ot, ot.size() * 4), "cudaMalloc") &&
+      ok(cudaMalloc(&d_out, out_n * 4), "cudaMalloc") &&
+      ok(cudaMemcpy(d_ot, ot.data(), ot.size() * 4, cudaMemcpyHostToDevice), "upload") &&
+      ok(cudaMemset(d_out, 0xFF, out_n * 4), "poison out") &&
+      ok(cudaMemset(p.y, 0xFF, y_n * 4), "poison y") &&
+      [&] {
+        p.out_token = d_ot;
+        p.out = d_out;
+        p.out_stride = stride;
+        with_table(p, ot);
+        return ok(launch(p), "launch with out_token");
+      }() &&
+      ok(cudaDeviceSynchronize(), "sync") &&
+      ok(cudaMemcpy(y.data(), p.y, y_n * 4, cudaMemcpyDeviceToHost), "download y") &&
+      ok(cudaMemcpy(out.data(), d_out, out_n * 4, cudaMemcpyDeviceToHost), "download out");
   cudaFree(d_ot);
   cudaFree(d_out);
   if (!ran) return;

@@ -20,11 +20,13 @@ inline std::vector<float> varied_rows(int T, int H, uint64_t seed) {
   for (int t = 0; t < T; ++t)
     for (int b = 0; b < H / 32; ++b) {
       const int kind = r.below(8);
-      const float scale = kind == 0 ? 0.0f : kind == 1 ? 1e-30f : kind == 2 ? 3e4f
-                                                                             : std::ldexp(1.0f, r.below(20) - 10);
+      const float scale = kind == 0   ? 0.0f
+                          : kind == 1 ? 1e-30f
+                          : kind == 2 ? 3e4f
+                                      : std::ldexp(1.0f, r.below(20) - 10);
       for (int i = 0; i < 32; ++i) {
         float v = r.normal() * scale;
-        if (kind == 3 && i == 5) v = 0.0f;  // a zero inside a block
+        if (kind == 3 && i == 5) v = 0.0f;       // a zero inside a block
         if (kind == 4 && i == 7) v = v * 1e-6f;  // far below the block's amax: E4M3 subnormal / 0
         x[static_cast<size_t>(t) * H + b * 32 + i] = v;
       }
@@ -53,8 +55,16 @@ struct GroupBuffers {
   DevBuf<int32_t> scratch, off, xrow, pos, otok, has, ready;
   DevBuf<float> roww, beta, lbeta;
   GroupBuffers(int P, int El)
-      : scratch(smxx::group_scratch_ints(P, El)), off(El + 1), xrow(P), pos(P), otok(P), has(El),
-        ready(El), roww(P), beta(El), lbeta(El) {}
+      : scratch(smxx::group_scratch_ints(P, El)),
+        off(El + 1),
+        xrow(P),
+        pos(P),
+        otok(P),
+        has(El),
+        ready(El),
+        roww(P),
+        beta(El),
+        lbeta(El) {}
   smxx::GroupArgs args(const int32_t* ids, const float* w, int T, int k, int start, int El,
                        bool single_out, bool situ, const float* per_beta = nullptr,
                        const float* per_linear_beta = nullptr) const {

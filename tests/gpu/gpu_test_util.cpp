@@ -147,8 +147,8 @@ float Rng::normal() {
 
 namespace {
 
-void fill_matrix(Mxfp4View* v, std::vector<uint8_t>* packed, std::vector<uint8_t>* scales,
-                 int rows, int k, uint64_t seed) {
+void fill_matrix(Mxfp4View* v, std::vector<uint8_t>* packed, std::vector<uint8_t>* scales, int rows,
+                 int k, uint64_t seed) {
   packed->resize(static_cast<size_t>(rows) * k / 2);
   scales->resize(static_cast<size_t>(rows) * k / 32);
   Rng r(seed);
@@ -233,8 +233,7 @@ std::string describe(const Metrics& m) {
 }
 
 void report(const std::string& name, const std::string& against, const Metrics& m) {
-  std::printf("[metrics] %-44s vs %-22s %s\n", name.c_str(), against.c_str(),
-              describe(m).c_str());
+  std::printf("[metrics] %-44s vs %-22s %s\n", name.c_str(), against.c_str(), describe(m).c_str());
   std::fflush(stdout);
 }
 

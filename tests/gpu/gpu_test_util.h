@@ -22,18 +22,18 @@ bool gpu_present(std::string* why);
 // True when device 0 is compute capability 9.0.
 bool gpu_is_sm90(std::string* why);
 
-#define MXMOE_REQUIRE_GPU()                                          \
-  do {                                                               \
-    std::string why_;                                                \
-    if (!::mxmoe::test::gpu_present(&why_))                          \
-      GTEST_SKIP() << "no CUDA GPU: " << why_ << " (test NOT run)";  \
+#define MXMOE_REQUIRE_GPU()                                         \
+  do {                                                              \
+    std::string why_;                                               \
+    if (!::mxmoe::test::gpu_present(&why_))                         \
+      GTEST_SKIP() << "no CUDA GPU: " << why_ << " (test NOT run)"; \
   } while (0)
-#define MXMOE_REQUIRE_SM90()                                                        \
-  do {                                                                              \
-    MXMOE_REQUIRE_GPU();                                                            \
-    std::string why_;                                                               \
-    if (!::mxmoe::test::gpu_is_sm90(&why_))                                         \
-      GTEST_SKIP() << "no SM90 GPU: " << why_ << " (test NOT run)";                 \
+#define MXMOE_REQUIRE_SM90()                                        \
+  do {                                                              \
+    MXMOE_REQUIRE_GPU();                                            \
+    std::string why_;                                               \
+    if (!::mxmoe::test::gpu_is_sm90(&why_))                         \
+      GTEST_SKIP() << "no SM90 GPU: " << why_ << " (test NOT run)"; \
   } while (0)
 
 // Median CUDA-event time in us of `timed` runs of run(s) on stream s after `warmup` untimed
@@ -52,10 +52,10 @@ float median_graph_us(const std::function<cudaError_t(cudaStream_t)>& enqueue, c
 float median_pipelined_graph_us(cudaGraphExec_t exec, cudaStream_t s, void* flush,
                                 size_t flush_bytes, int timed);
 
-#define CUDA_OK(expr)                                                           \
-  do {                                                                          \
-    cudaError_t e_ = (expr);                                                    \
-    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_);      \
+#define CUDA_OK(expr)                                                      \
+  do {                                                                     \
+    cudaError_t e_ = (expr);                                               \
+    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_); \
   } while (0)
 
 // A device allocation freed on destruction.
@@ -100,8 +100,7 @@ class DevBuf {
   [[nodiscard]] cudaError_t download(std::vector<T>* h, size_t n) const {
     if (n > n_) return cudaErrorInvalidValue;
     h->resize(n);
-    return n == 0 ? cudaSuccess
-                  : cudaMemcpy(h->data(), p_, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return n == 0 ? cudaSuccess : cudaMemcpy(h->data(), p_, n * sizeof(T), cudaMemcpyDeviceToHost);
   }
 
  private:

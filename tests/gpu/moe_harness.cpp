@@ -62,7 +62,10 @@ CaseInputs make_inputs(const SyntheticLayer& s, int T, Routing r, uint64_t seed)
       } else {
         for (int tries = 0; tries < 100; ++tries) {
           const double u = g.uniform();
-          if (r == Routing::kLocalHeavy && u < 1.0 / 16) { id = -1; break; }
+          if (r == Routing::kLocalHeavy && u < 1.0 / 16) {
+            id = -1;
+            break;
+          }
           id = (r == Routing::kLocalHeavy && u < 0.5) ? s.own_start + g.below(s.own_count)
                                                       : g.below(E);
           if (!used.count(id)) break;
@@ -74,7 +77,8 @@ CaseInputs make_inputs(const SyntheticLayer& s, int T, Routing r, uint64_t seed)
       in.weights[static_cast<size_t>(t) * k + j] = w;
       sum += w;
     }
-    for (int j = 0; j < k; ++j) in.weights[static_cast<size_t>(t) * k + j] /= static_cast<float>(sum);
+    for (int j = 0; j < k; ++j)
+      in.weights[static_cast<size_t>(t) * k + j] /= static_cast<float>(sum);
   }
   return in;
 }
@@ -220,12 +224,13 @@ void run_case(const GpuLayer& gl, const CaseOptions& c, CaseResult* result) {
       report(label, "ref bf16 (mxfp8 input)", bar);
       EXPECT_GE(bar.cosine, 0.9996) << label << ": issue 3 bar, w4a8 vs bf16 reference";
       EXPECT_LE(bar.nrmse, 0.028) << label << ": issue 3 bar, w4a8 vs bf16 reference";
-      std::printf("[issue-bar] %s w4a8 vs bf16 reference on the same MXFP8 input: cosine %.7f "
-                  "NRMSE %.4f%% -> %s; with a raw BF16 input: cosine %.7f NRMSE %.4f%% (CPU "
-                  "mxfp8 itself: %.4f%%)\n",
-                  label.c_str(), bar.cosine, bar.nrmse * 100,
-                  bar.cosine >= 0.9996 && bar.nrmse <= 0.028 ? "met" : "NOT MET", x.cosine,
-                  x.nrmse * 100, fmt.nrmse * 100);
+      std::printf(
+          "[issue-bar] %s w4a8 vs bf16 reference on the same MXFP8 input: cosine %.7f "
+          "NRMSE %.4f%% -> %s; with a raw BF16 input: cosine %.7f NRMSE %.4f%% (CPU "
+          "mxfp8 itself: %.4f%%)\n",
+          label.c_str(), bar.cosine, bar.nrmse * 100,
+          bar.cosine >= 0.9996 && bar.nrmse <= 0.028 ? "met" : "NOT MET", x.cosine, x.nrmse * 100,
+          fmt.nrmse * 100);
     }
     if (mode == ActMode::kBf16 && c.cross_mode_bar) ref_bf16 = ref;
     if (result) result->out[static_cast<int>(b)] = std::move(out);

@@ -11,10 +11,10 @@
 namespace mxmoe::test {
 
 enum class Routing {
-  kGpuLogits,    // router logits + correction bias, routed on the GPU (ids copied out)
-  kLocalHeavy,   // caller ids: ~half the slots local, the rest other-rank, some -1
-  kUniform,      // caller ids: 16 distinct experts of the whole model (real EP statistics)
-  kOneExpert,    // caller ids: slot t % k of every token on one local expert, the others -1
+  kGpuLogits,   // router logits + correction bias, routed on the GPU (ids copied out)
+  kLocalHeavy,  // caller ids: ~half the slots local, the rest other-rank, some -1
+  kUniform,     // caller ids: 16 distinct experts of the whole model (real EP statistics)
+  kOneExpert,   // caller ids: slot t % k of every token on one local expert, the others -1
 };
 
 struct CaseOptions {
@@ -26,8 +26,8 @@ struct CaseOptions {
   bool f32_input = false;
   float beta = 4.0f, linear_beta = 25.0f;
   bool per_expert_beta = false;
-  int sample = 6;                  // CPU-reference rows (sampled when T is larger)
-  bool cross_mode_bar = false;     // also check w4a8 vs the bf16 reference (real sizes)
+  int sample = 6;               // CPU-reference rows (sampled when T is larger)
+  bool cross_mode_bar = false;  // also check w4a8 vs the bf16 reference (real sizes)
   uint64_t seed = 1;
 };
 

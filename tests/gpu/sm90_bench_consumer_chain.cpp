@@ -235,17 +235,19 @@ struct Dev {
   mxmoe::test::DevBuf<long long> clocks;
 };
 bool upload(const Inputs& in, Dev* d, size_t out_floats, int grid) {
-  const bool allocated = d->q.alloc(in.q.size()) == cudaSuccess &&
-                         d->s.alloc(in.s.size()) == cudaSuccess &&
-                         d->a.alloc(in.a.size()) == cudaSuccess &&
-                         d->b.alloc(in.b.size() / 2) == cudaSuccess &&
-                         d->out.alloc(out_floats) == cudaSuccess &&
-                         d->clocks.alloc(grid) == cudaSuccess;
+  const bool allocated =
+      d->q.alloc(in.q.size()) == cudaSuccess && d->s.alloc(in.s.size()) == cudaSuccess &&
+      d->a.alloc(in.a.size()) == cudaSuccess && d->b.alloc(in.b.size() / 2) == cudaSuccess &&
+      d->out.alloc(out_floats) == cudaSuccess && d->clocks.alloc(grid) == cudaSuccess;
   if (!allocated) return false;
-  return cudaMemcpy(d->q.get(), in.q.data(), in.q.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
-         cudaMemcpy(d->s.get(), in.s.data(), in.s.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
-         cudaMemcpy(d->a.get(), in.a.data(), in.a.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
-         cudaMemcpy(d->b.get(), in.b.data(), in.b.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess;
+  return cudaMemcpy(d->q.get(), in.q.data(), in.q.size() * 4, cudaMemcpyHostToDevice) ==
+             cudaSuccess &&
+         cudaMemcpy(d->s.get(), in.s.data(), in.s.size() * 4, cudaMemcpyHostToDevice) ==
+             cudaSuccess &&
+         cudaMemcpy(d->a.get(), in.a.data(), in.a.size() * 4, cudaMemcpyHostToDevice) ==
+             cudaSuccess &&
+         cudaMemcpy(d->b.get(), in.b.data(), in.b.size() * 2, cudaMemcpyHostToDevice) ==
+             cudaSuccess;
 }
 ChainArgs args_of(const Dev& d, int steps, int grid, bool debug) {
   ChainArgs p{};
@@ -272,9 +274,10 @@ TEST(Sm90ConsumerChainBench, DISABLED_Correctness) {
     ASSERT_TRUE(std::equal(q0, q0 + kThreads * 4, q0 + sl * kThreads * 4)) << "slot " << sl;
     ASSERT_TRUE(std::equal(s0, s0 + kThreads, s0 + sl * kThreads)) << "slot " << sl;
   }
-  std::printf("CHAIN-CPU: %d slots x 2048 registers: formats.h decode == expand_fragment model "
-              "(bit-exact)\n",
-              kSlots);
+  std::printf(
+      "CHAIN-CPU: %d slots x 2048 registers: formats.h decode == expand_fragment model "
+      "(bit-exact)\n",
+      kSlots);
   MXMOE_REQUIRE_SM90();
   std::vector<float> A;
   std::vector<uint32_t> regs;
@@ -330,15 +333,16 @@ TEST(Sm90ConsumerChainBench, DISABLED_Correctness) {
       }
       EXPECT_EQ(wrong, 0) << "variant (c) vs CPU dot product, BN=" << bn << " WG=" << wg
                           << " worst err/sum|terms| " << worst;
-      std::printf("CHAIN-CHECK BN=%d WG=%d: (b) regs %s, (c)(d)(e)==(a) %s, (c) vs CPU worst "
-                  "err/sum|terms| %.2e (%d wrong)\n",
-                  bn, wg, bad == 0 ? "exact" : "WRONG",
-                  (std::memcmp(d[2].data(), d[0].data(), n * 4) == 0 &&
-                   std::memcmp(d[3].data(), d[0].data(), n * 4) == 0 &&
-                   std::memcmp(d[4].data(), d[0].data(), n * 4) == 0)
-                      ? "bit-exact"
-                      : "DIFFER",
-                  worst, wrong);
+      std::printf(
+          "CHAIN-CHECK BN=%d WG=%d: (b) regs %s, (c)(d)(e)==(a) %s, (c) vs CPU worst "
+          "err/sum|terms| %.2e (%d wrong)\n",
+          bn, wg, bad == 0 ? "exact" : "WRONG",
+          (std::memcmp(d[2].data(), d[0].data(), n * 4) == 0 &&
+           std::memcmp(d[3].data(), d[0].data(), n * 4) == 0 &&
+           std::memcmp(d[4].data(), d[0].data(), n * 4) == 0)
+              ? "bit-exact"
+              : "DIFFER",
+          worst, wrong);
     }
   }
 }
@@ -353,9 +357,10 @@ TEST(Sm90ConsumerChainBench, DISABLED_Timings) {
   Dev dev;
   ASSERT_TRUE(upload(in, &dev, 16, sms));
   constexpr int kSteps = 24000;  // a multiple of 12
-  std::printf("CHAIN-INFO SMs=%d clock=%d MHz steps/warpgroup=%d; dense BF16 peak = 2*BN "
-              "cycles/step/SM (4096 FLOP/clk/SM)\n",
-              sms, clock_khz / 1000, kSteps);
+  std::printf(
+      "CHAIN-INFO SMs=%d clock=%d MHz steps/warpgroup=%d; dense BF16 peak = 2*BN "
+      "cycles/step/SM (4096 FLOP/clk/SM)\n",
+      sms, clock_khz / 1000, kSteps);
   cudaEvent_t e0, e1;
   CUDA_OK(cudaEventCreate(&e0));
   CUDA_OK(cudaEventCreate(&e1));
@@ -384,8 +389,8 @@ TEST(Sm90ConsumerChainBench, DISABLED_Timings) {
         const double cyc = mean_clk / (static_cast<double>(kSteps) * wg);
         const double flop = 2.0 * 64 * bn * 64 * static_cast<double>(kSteps) * wg * sms;
         const double tflops = flop / (ms[2] * 1e-3) / 1e12;  // (b): the ceiling expansion allows
-        std::printf("CHAIN %s BN=%d WG=%d cycles/step=%.1f TFLOP/s=%.1f\n", kVariantName[v], bn,
-                    wg, cyc, tflops);
+        std::printf("CHAIN %s BN=%d WG=%d cycles/step=%.1f TFLOP/s=%.1f\n", kVariantName[v], bn, wg,
+                    cyc, tflops);
       }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);

@@ -100,7 +100,8 @@ void bench(const char* layout, int E, int I, int topk, int T, int tile_n = 0,
   }
   CUDA_OK(cudaGetLastError());
   const double f1 = 2.0 * pairs * 2 * I * H, f2 = 2.0 * pairs * H * I;
-  const double b1 = static_cast<double>(hit) * (w13q + w13s), b2 = static_cast<double>(hit) * (w2q + w2s);
+  const double b1 = static_cast<double>(hit) * (w13q + w13s),
+               b2 = static_cast<double>(hit) * (w2q + w2s);
   // Tile quantization: MMA work the token tiles pad in (the warp-specialized kernel's units,
   // tile_heuristic.h ws_unit_rows, each run at ws_width; below that fixed tiles of tn).
   const int tn = tile_n != 0 ? tile_n : choose_tile_n(pairs, E);
@@ -116,12 +117,13 @@ void bench(const char* layout, int E, int I, int topk, int T, int tile_n = 0,
     padded += static_cast<int64_t>(units - 1) * ws_width(sz) + ws_width(r - (units - 1) * sz);
   }
   const double kBf16Dense = 802.0;  // TFLOP/s, KIMI_K3.md's in-run ceiling on this H200
-  printf("BENCH %-8s E=%3d I=%4d T=%5d pairs=%6d hit=%3d tile_n=%3d useful %4.1f%% | gemm1 %8.1f us "
-         "%6.1f TFLOP/s (%4.1f%%) %6.0f GB/s | gemm1+mx %8.1f us | gemm2 %8.1f us %6.1f TFLOP/s "
-         "(%4.1f%%) %6.0f GB/s | total %8.1f us | gemm2>out %8.1f us\n",
-         layout, E, I, T, pairs, hit, tn, 100.0 * pairs / std::max<int64_t>(padded, 1), t1,
-         f1 / t1 * 1e-6, f1 / t1 * 1e-4 / kBf16Dense, b1 / t1 * 1e-3, t1m, t2, f2 / t2 * 1e-6,
-         f2 / t2 * 1e-4 / kBf16Dense, b2 / t2 * 1e-3, t1 + t2, t2o);
+  printf(
+      "BENCH %-8s E=%3d I=%4d T=%5d pairs=%6d hit=%3d tile_n=%3d useful %4.1f%% | gemm1 %8.1f us "
+      "%6.1f TFLOP/s (%4.1f%%) %6.0f GB/s | gemm1+mx %8.1f us | gemm2 %8.1f us %6.1f TFLOP/s "
+      "(%4.1f%%) %6.0f GB/s | total %8.1f us | gemm2>out %8.1f us\n",
+      layout, E, I, T, pairs, hit, tn, 100.0 * pairs / std::max<int64_t>(padded, 1), t1,
+      f1 / t1 * 1e-6, f1 / t1 * 1e-4 / kBf16Dense, b1 / t1 * 1e-3, t1m, t2, f2 / t2 * 1e-6,
+      f2 / t2 * 1e-4 / kBf16Dense, b2 / t2 * 1e-3, t1 + t2, t2o);
 }
 
 TEST(Sm90GroupedGemmBench, DISABLED_KimiShapes) {

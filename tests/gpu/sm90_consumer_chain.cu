@@ -35,14 +35,14 @@ namespace mxmoe::sm90::chain {
 constexpr int kSlots = 4;  // fragment slots per warpgroup in shared memory (variant e)
 
 struct ChainArgs {
-  const uint4* q_in;             // [kSlots][128] packed FP4 fragments (slot 0: variants b, c, d)
-  const uint32_t* s_in;          // [kSlots][128] each thread's scale word
-  const uint32_t* a_in;          // [128][16] A registers of variant (a)
-  const uint16_t* b_in;          // [BN][64] BF16 bits of the B tile, row-major (token n, k)
-  int steps;                     // 64-K steps per warpgroup (a multiple of 12)
+  const uint4* q_in;     // [kSlots][128] packed FP4 fragments (slot 0: variants b, c, d)
+  const uint32_t* s_in;  // [kSlots][128] each thread's scale word
+  const uint32_t* a_in;  // [128][16] A registers of variant (a)
+  const uint16_t* b_in;  // [BN][64] BF16 bits of the B tile, row-major (token n, k)
+  int steps;             // 64-K steps per warpgroup (a multiple of 12)
   int grid;
-  float* out;                    // debug output or null
-  long long* clocks;             // [grid] SM cycles of the loop, or null
+  float* out;         // debug output or null
+  long long* clocks;  // [grid] SM cycles of the loop, or null
 };
 
 // What the kernel uses, raised to 120 KB so that no two CTAs share an SM (one CTA per SM).
@@ -73,15 +73,16 @@ template <int BN>
 __device__ __forceinline__ void issue_step(float* d, const uint32_t (&a)[16], uint32_t b_addr) {
   ptx::wgmma_fence();
 #pragma unroll
-  for (int j = 0; j < 4; ++j) ptx::WgmmaRS<BN>::mma(d, &a[4 * j], ptx::desc_sw128(b_addr + 32 * j), 1);
+  for (int j = 0; j < 4; ++j)
+    ptx::WgmmaRS<BN>::mma(d, &a[4 * j], ptx::desc_sw128(b_addr + 32 * j), 1);
   ptx::wgmma_commit();
 }
 
 template <int V, int BN, int WG>
-__global__ void __launch_bounds__(WG * kWarpgroup, 1) chain_kernel(const ChainArgs p) {
+__global__ void __launch_bounds__(WG* kWarpgroup, 1) chain_kernel(const ChainArgs p) {
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                             ~static_cast<uintptr_t>(1023));
   const int tid = threadIdx.x, wg = tid / kWarpgroup, lt = tid % kWarpgroup;
 
   // B tile, 128-byte swizzle: 16-byte chunk c of row r at r * 128 + ((c ^ (r & 7)) << 4).
@@ -90,7 +91,7 @@ __global__ void __launch_bounds__(WG * kWarpgroup, 1) chain_kernel(const ChainAr
     *reinterpret_cast<uint4*>(smem + r * 128 + ((c ^ (r & 7)) << 4)) =
         reinterpret_cast<const uint4*>(p.b_in)[idx];
   }
-  uint4* fq = reinterpret_cast<uint4*>(smem + BN * 128);        // [WG][kSlots][128]
+  uint4* fq = reinterpret_cast<uint4*>(smem + BN * 128);  // [WG][kSlots][128]
   uint32_t* fs = reinterpret_cast<uint32_t*>(fq + WG * kSlots * kWarpgroup);
 #pragma unroll
   for (int sl = 0; sl < kSlots; ++sl) {
@@ -156,7 +157,7 @@ __global__ void __launch_bounds__(WG * kWarpgroup, 1) chain_kernel(const ChainAr
       issue_step<BN>(d, a[B], b_addr);
       touch(q, s);
       expand_fragment(q, s, a[(B + 1) % 3], 0);  // last read by step k - 2, already retired
-      ptx::wgmma_wait<1>();                   // retires step k - 1
+      ptx::wgmma_wait<1>();                      // retires step k - 1
     };
     for (int k = 0; k < steps; k += 3) {
       step(std::integral_constant<int, 0>());
@@ -187,9 +188,8 @@ __global__ void __launch_bounds__(WG * kWarpgroup, 1) chain_kernel(const ChainAr
 template <int V, int BN, int WG>
 cudaError_t launch_t(const ChainArgs& p, cudaStream_t stream) {
   const size_t smem = chain_smem_bytes(BN, WG);
-  cudaError_t e = cudaFuncSetAttribute(chain_kernel<V, BN, WG>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem));
+  cudaError_t e = cudaFuncSetAttribute(
+      chain_kernel<V, BN, WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   chain_kernel<V, BN, WG><<<p.grid, WG * kWarpgroup, smem, stream>>>(p);
   return cudaGetLastError();
@@ -201,10 +201,14 @@ cudaError_t launch_wg(int wg, const ChainArgs& p, cudaStream_t stream) {
 template <int V>
 cudaError_t launch_bn(int bn, int wg, const ChainArgs& p, cudaStream_t stream) {
   switch (bn) {
-    case 64: return launch_wg<V, 64>(wg, p, stream);
-    case 128: return launch_wg<V, 128>(wg, p, stream);
-    case 192: return launch_wg<V, 192>(wg, p, stream);
-    default: return cudaErrorInvalidValue;
+    case 64:
+      return launch_wg<V, 64>(wg, p, stream);
+    case 128:
+      return launch_wg<V, 128>(wg, p, stream);
+    case 192:
+      return launch_wg<V, 192>(wg, p, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -213,12 +217,18 @@ cudaError_t launch_chain(int variant, int bn, int wg, const ChainArgs& p, cudaSt
   if ((wg != 1 && wg != 2) || p.steps <= 0 || p.steps % 12 != 0 || p.grid <= 0)
     return cudaErrorInvalidValue;
   switch (variant) {
-    case 0: return launch_bn<0>(bn, wg, p, stream);
-    case 1: return launch_bn<1>(bn, wg, p, stream);
-    case 2: return launch_bn<2>(bn, wg, p, stream);
-    case 3: return launch_bn<3>(bn, wg, p, stream);
-    case 4: return launch_bn<4>(bn, wg, p, stream);
-    default: return cudaErrorInvalidValue;
+    case 0:
+      return launch_bn<0>(bn, wg, p, stream);
+    case 1:
+      return launch_bn<1>(bn, wg, p, stream);
+    case 2:
+      return launch_bn<2>(bn, wg, p, stream);
+    case 3:
+      return launch_bn<3>(bn, wg, p, stream);
+    case 4:
+      return launch_bn<4>(bn, wg, p, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

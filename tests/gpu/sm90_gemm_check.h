@@ -28,11 +28,11 @@
 #include <utility>
 #include <vector>
 
+#include "gemm2_direct_check.h"
+#include "gpu_test_util.h"
 #include "mxmoe/common.h"
 #include "mxmoe/formats.h"
 #include "mxmoe/weight_layout.h"
-#include "gemm2_direct_check.h"
-#include "gpu_test_util.h"
 #include "sm90/decode_gemm.h"
 #include "sm90/grouped_gemm.h"
 #include "sm90/tile_heuristic.h"
@@ -209,8 +209,8 @@ struct Compare {
     ++n;
     if (!(std::fabs(got - ref) <= tol)) {  // NaN fails
       if (++bad <= 8) {
-        printf("  [%s] mismatch at %s: gpu %.9g ref %.9g (tol %.3g)\n", name.c_str(),
-               where.c_str(), got, ref, tol);
+        printf("  [%s] mismatch at %s: gpu %.9g ref %.9g (tol %.3g)\n", name.c_str(), where.c_str(),
+               got, ref, tol);
       }
     }
     if (got != ref) ++inexact;
@@ -223,10 +223,11 @@ struct Compare {
   double cosine() const { return (ref2 == 0 && got2 == 0) ? 1.0 : dot / std::sqrt(ref2 * got2); }
   double nrmse() const { return ref2 == 0 ? std::sqrt(diff2) : std::sqrt(diff2 / ref2); }
   void report_and_check() const {
-    printf("  [%s] %lld elements: cosine %.9f  NRMSE %.3e  max|diff| %.3g  not bit-equal %lld "
-           "(%.4f%%)  out of tolerance %lld\n",
-           name.c_str(), (long long)n, cosine(), nrmse(), max_abs, (long long)inexact,
-           n ? 100.0 * inexact / n : 0.0, (long long)bad);
+    printf(
+        "  [%s] %lld elements: cosine %.9f  NRMSE %.3e  max|diff| %.3g  not bit-equal %lld "
+        "(%.4f%%)  out of tolerance %lld\n",
+        name.c_str(), (long long)n, cosine(), nrmse(), max_abs, (long long)inexact,
+        n ? 100.0 * inexact / n : 0.0, (long long)bad);
     EXPECT_GT(n, 0) << name;
     EXPECT_EQ(bad, 0) << name;
     EXPECT_GE(cosine(), 0.99999) << name;
@@ -331,11 +332,11 @@ struct Gemm1Case {
   int split_k = 0;         // GroupedProblem::split_k
   bool graph = false;      // runs 2..4 replay one captured CUDA graph
   int runs = 0;            // runs compared bit for bit (0: 2, or 4 with graph)
-  int sample = 0;         // checked pairs per expert (0 = all)
+  int sample = 0;          // checked pairs per expert (0 = all)
   int s_lo = 120, s_hi = 130;
   uint64_t seed = 1;
-  int spec = 0;            // DecodeSpec mode of runs 1.. (run 0 runs without; SpecCase)
-  bool balance = false;    // runs 1.. with the balanced tile stride (BalanceCase)
+  int spec = 0;          // DecodeSpec mode of runs 1.. (run 0 runs without; SpecCase)
+  bool balance = false;  // runs 1.. with the balanced tile stride (BalanceCase)
 };
 
 inline void run_gemm1_case(const Gemm1Case& c) {
@@ -343,14 +344,15 @@ inline void run_gemm1_case(const Gemm1Case& c) {
   const int E = static_cast<int>(c.rows.size()), I = c.I, K = c.K;
   const std::vector<int32_t> off = offsets_of(c.rows);
   const int pairs = off[E];
-  const int max_rows = pairs + 7;  // slack rows that must stay untouched
+  const int max_rows = pairs + 7;            // slack rows that must stay untouched
   const int T = std::max(1, pairs / 3 + 1);  // tokens; pairs gather them through x_row
   const int64_t x_stride = K + 40;           // a non-contiguous view
 
   std::vector<Mx4> w13(E);
   std::vector<uint8_t> wq, ws;
   for (int e = 0; e < E; ++e) {
-    const Mx4 w1 = random_mx4(rng, I, K, c.s_lo, c.s_hi), w3 = random_mx4(rng, I, K, c.s_lo, c.s_hi);
+    const Mx4 w1 = random_mx4(rng, I, K, c.s_lo, c.s_hi),
+              w3 = random_mx4(rng, I, K, c.s_lo, c.s_hi);
     w13[e] = fuse(w1, w3);
     prepack_append(w13[e], &wq, &ws);
   }
@@ -404,7 +406,8 @@ inline void run_gemm1_case(const Gemm1Case& c) {
   CapturedLaunch graph;
   spec.before_run(1);
   balance.before_run(1);
-  if (c.graph) CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm1(p, num_sms(), s); }));
+  if (c.graph)
+    CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm1(p, num_sms(), s); }));
   for (int run = 0; run < runs; ++run) {
     CUDA_OK(cudaMemset(d_h.get(), 0xFF, d_h.size() * 2));  // poison: BF16 NaN
     CUDA_OK(cudaDeviceSynchronize());
@@ -415,7 +418,8 @@ inline void run_gemm1_case(const Gemm1Case& c) {
     CUDA_OK(d_h.download(&h[run]));
   }
   for (int run = 1; run < runs; ++run) {
-    EXPECT_EQ(0, memcmp(h[0].data(), h[run].data(), h[0].size() * 2)) << "run " << run << " differs";
+    EXPECT_EQ(0, memcmp(h[0].data(), h[run].data(), h[0].size() * 2))
+        << "run " << run << " differs";
   }
   for (size_t i = static_cast<size_t>(pairs) * I; i < h[0].size(); ++i) {
     ASSERT_EQ(h[0][i], 0xFFFF) << "row past the last pair written: element " << i;
@@ -468,11 +472,10 @@ inline void run_gemm1_case(const Gemm1Case& c) {
             step = std::fabs(ref) * (1.0 / 128) + 1e-30;
           }
           const float g0 = gate[i], u0 = up[i], eg = 1e-4f * gsum[i], eu = 1e-4f * usum[i];
-          const double prop =
-              std::fabs(situ_glu(g0 + eg, u0, beta[e], lbeta[e]) -
-                        situ_glu(g0 - eg, u0, beta[e], lbeta[e])) +
-              std::fabs(situ_glu(g0, u0 + eu, beta[e], lbeta[e]) -
-                        situ_glu(g0, u0 - eu, beta[e], lbeta[e]));
+          const double prop = std::fabs(situ_glu(g0 + eg, u0, beta[e], lbeta[e]) -
+                                        situ_glu(g0 - eg, u0, beta[e], lbeta[e])) +
+                              std::fabs(situ_glu(g0, u0 + eu, beta[e], lbeta[e]) -
+                                        situ_glu(g0, u0 - eu, beta[e], lbeta[e]));
           const double got = bf16_to_float(h[0][static_cast<size_t>(prow) * I + i]);
           cmp.add(got, ref, step + 2 * prop,
                   "pair " + std::to_string(prow) + " (expert " + std::to_string(e) + ") i " +
@@ -498,7 +501,7 @@ struct Gemm2Case {
   int sample = 0;
   int s_lo = 120, s_hi = 130;
   uint64_t seed = 2;
-  bool direct = true;  // also run with an out_token table (check_gemm2_direct)
+  bool direct = true;    // also run with an out_token table (check_gemm2_direct)
   int scale_offset = 0;  // bytes: the scales at d_ws + scale_offset (4: not 16-byte aligned)
   int spec = 0;          // as Gemm1Case::spec
   bool balance = false;  // as Gemm1Case::balance
@@ -562,7 +565,8 @@ inline void run_gemm2_case(const Gemm2Case& c) {
   CapturedLaunch graph;
   spec.before_run(1);
   balance.before_run(1);
-  if (c.graph) CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm2(p, num_sms(), s); }));
+  if (c.graph)
+    CUDA_OK(graph.capture([&](cudaStream_t s) { return launch_gemm2(p, num_sms(), s); }));
   for (int run = 0; run < runs; ++run) {
     CUDA_OK(cudaMemset(d_y.get(), 0xFF, d_y.size() * 4));  // poison: fp32 NaN
     CUDA_OK(cudaDeviceSynchronize());
@@ -573,7 +577,8 @@ inline void run_gemm2_case(const Gemm2Case& c) {
     CUDA_OK(d_y.download(&y[run]));
   }
   for (int run = 1; run < runs; ++run) {
-    EXPECT_EQ(0, memcmp(y[0].data(), y[run].data(), y[0].size() * 4)) << "run " << run << " differs";
+    EXPECT_EQ(0, memcmp(y[0].data(), y[run].data(), y[0].size() * 4))
+        << "run " << run << " differs";
   }
   for (size_t i = static_cast<size_t>(pairs) * H; i < y[0].size(); ++i) {
     uint32_t bits;
@@ -618,9 +623,9 @@ inline void run_gemm2_case(const Gemm2Case& c) {
         for (int r = off[e]; r < off[e + 1]; ++r) has[e] |= ot[r] >= 0;
       if (d_has.upload(has) == cudaSuccess && (c.seed & 1) == 0) q.expert_has_out = d_has.get();
     };
-    check_gemm2_direct(p, H, max_rows, pairs, y[0], rng, name,
-                       [](const Gemm2Params& q) { return launch_gemm2(q, num_sms(), 0); },
-                       with_flags);
+    check_gemm2_direct(
+        p, H, max_rows, pairs, y[0], rng, name,
+        [](const Gemm2Params& q) { return launch_gemm2(q, num_sms(), 0); }, with_flags);
   }
 }
 
@@ -636,10 +641,10 @@ struct ChainHost {
   int max_rows = 0;  // GroupedProblem::max_rows: the rows of x_row, row_weight, h and y
   std::vector<uint8_t> w13q, w13s, w2q, w2s;  // E experts each, prepacked (prepack_append)
   std::vector<uint16_t> x;                    // BF16 tokens
-  std::vector<uint16_t> h;  // optional: h's first values before any GEMM1 (else left unset)
-  std::vector<int32_t> x_row, off;            // [max_rows] token of each pair row; [E + 1]
-  std::vector<float> beta, linear_beta;       // [E]
-  std::vector<float> row_weight;              // [max_rows]
+  std::vector<uint16_t> h;          // optional: h's first values before any GEMM1 (else left unset)
+  std::vector<int32_t> x_row, off;  // [max_rows] token of each pair row; [E + 1]
+  std::vector<float> beta, linear_beta;  // [E]
+  std::vector<float> row_weight;         // [max_rows]
 };
 
 struct ChainProblem {

@@ -22,7 +22,8 @@ TEST(ArchGate, MessageNamesTheArchitecture) {
   EXPECT_TRUE(runtime::check_architecture(9, 0).ok());
   const Status s = runtime::check_architecture(8, 9);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.message(), "unsupported architecture sm_89: mxmoe's kernels are built for sm_90a (Hopper)");
+  EXPECT_EQ(s.message(),
+            "unsupported architecture sm_89: mxmoe's kernels are built for sm_90a (Hopper)");
   EXPECT_FALSE(runtime::check_architecture(10, 0).ok());
   EXPECT_FALSE(runtime::check_architecture(12, 0).ok());
   EXPECT_FALSE(runtime::check_architecture(9, 1).ok());
@@ -39,8 +40,8 @@ TEST(ArchGate, PrepareRefusesFakedNonHopperDevices) {
     const Status s = prepare_weights(L->layer, o, &w);
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(w, nullptr);
-    const std::string want = "unsupported architecture sm_" + std::to_string(cc.first) +
-                             std::to_string(cc.second);
+    const std::string want =
+        "unsupported architecture sm_" + std::to_string(cc.first) + std::to_string(cc.second);
     EXPECT_EQ(s.message().rfind(want, 0), 0u) << s.message();
     std::printf("[arch] faked sm_%d%d: %s\n", cc.first, cc.second, s.message().c_str());
   }
@@ -78,7 +79,8 @@ TEST(ArchGate, Sm90PassesAndRunRefusesFakedDevicesWithoutLaunching) {
     CUDA_OK(cudaMemset(out.get(), 0xFF, out.size() * 4));
     s = run_moe(w, p, nullptr);
     ASSERT_FALSE(s.ok());
-    EXPECT_EQ(s.message(), "unsupported architecture sm_89: mxmoe's kernels are built for sm_90a (Hopper)");
+    EXPECT_EQ(s.message(),
+              "unsupported architecture sm_89: mxmoe's kernels are built for sm_90a (Hopper)");
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> o;
     CUDA_OK(out.download(&o));

@@ -35,8 +35,8 @@ TEST(DirectStores, ExpectedShareMatchesSimulatedRouting) {
   struct Case {
     int local, total, k;
   };
-  for (const Case c : {Case{56, 896, 16}, Case{224, 896, 16}, Case{112, 896, 16},
-                       Case{28, 896, 16}, Case{8, 64, 6}, Case{1, 8, 2}}) {
+  for (const Case c : {Case{56, 896, 16}, Case{224, 896, 16}, Case{112, 896, 16}, Case{28, 896, 16},
+                       Case{8, 64, 6}, Case{1, 8, 2}}) {
     const double want = simulated_single_share(c.local, c.total, c.k, 40000, 7);
     const double got = expected_single_pair_share(c.local, c.total, c.k);
     EXPECT_NEAR(got, want, 0.02) << c.local << " of " << c.total << ", k " << c.k;

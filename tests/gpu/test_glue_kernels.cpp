@@ -21,7 +21,6 @@
 namespace mxmoe::test {
 namespace {
 
-
 void run_quantize_case(bool f32_input, bool mxfp8) {
   const int T = 37, H = 3584;
   const int64_t stride = H + 96;  // non-contiguous rows (chunked prefill views)
@@ -43,14 +42,16 @@ void run_quantize_case(bool f32_input, bool mxfp8) {
   int mismatches = 0;
   for (int t = 0; t < T; ++t) {
     const float* row = x.data() + static_cast<size_t>(t) * H;
-    if (mxfp8) fake_quantize_mxfp8_row(row, H, ref.data());
-    else for (int h = 0; h < H; ++h) ref[h] = round_bf16(row[h]);
+    if (mxfp8)
+      fake_quantize_mxfp8_row(row, H, ref.data());
+    else
+      for (int h = 0; h < H; ++h) ref[h] = round_bf16(row[h]);
     for (int h = 0; h < H; ++h) {
       const uint16_t want = float_to_bf16(ref[h]);
       const uint16_t g = got[static_cast<size_t>(t) * H + h];
       if (g != want && ++mismatches <= 5)
-        ADD_FAILURE() << "row " << t << " col " << h << ": got 0x" << std::hex << g
-                      << " want 0x" << want << std::dec << " (x = " << row[h] << ")";
+        ADD_FAILURE() << "row " << t << " col " << h << ": got 0x" << std::hex << g << " want 0x"
+                      << want << std::dec << " (x = " << row[h] << ")";
     }
   }
   EXPECT_EQ(mismatches, 0);
@@ -79,7 +80,8 @@ void run_route_case(int T, int E, int k, bool renorm, float scaling, bool ties, 
                     float logit_shift = 0.0f) {
   const int64_t stride = E + 8;
   Rng r(seed);
-  std::vector<float> logits(static_cast<size_t>(T) * stride, NAN), dense(static_cast<size_t>(T) * E);
+  std::vector<float> logits(static_cast<size_t>(T) * stride, NAN),
+      dense(static_cast<size_t>(T) * E);
   std::vector<float> bias(E);
   for (auto& b : bias) b = ties ? 0.0f : 0.1f * r.normal();
   for (int t = 0; t < T; ++t)
@@ -117,8 +119,7 @@ void run_route_case(int T, int E, int k, bool renorm, float scaling, bool ties, 
                     << want_ids[i];
     if (want_w[i] == 0.0f) {
       if (w[i] != 0.0f && ++bad <= 5)
-        ADD_FAILURE() << "token " << i / k << " slot " << i % k << ": weight " << w[i]
-                      << " want 0";
+        ADD_FAILURE() << "token " << i / k << " slot " << i % k << ": weight " << w[i] << " want 0";
       continue;
     }
     max_rel = std::max(max_rel, std::fabs(double(w[i]) - want_w[i]) / std::fabs(want_w[i]));
@@ -126,8 +127,10 @@ void run_route_case(int T, int E, int k, bool renorm, float scaling, bool ties, 
   EXPECT_EQ(bad, 0);
   // expf on host and device may differ by an ulp or two; the weights are a few fp32 ops away.
   EXPECT_LE(max_rel, 1e-6) << "routing weights differ from route_kimi";
-  std::printf("[route] T=%d E=%d k=%d renorm=%d scale=%g ties=%d: ids equal, max rel weight "
-              "diff %.3g\n", T, E, k, renorm, scaling, ties, max_rel);
+  std::printf(
+      "[route] T=%d E=%d k=%d renorm=%d scale=%g ties=%d: ids equal, max rel weight "
+      "diff %.3g\n",
+      T, E, k, renorm, scaling, ties, max_rel);
 }
 
 TEST(GpuRoute, KimiTop16Of896MatchesRouteKimi) {
@@ -163,13 +166,18 @@ struct RouteOut {
 };
 
 std::vector<RouteBitCase> route_bit_cases() {
-  struct C { int T, E, k; bool ties, nan, minus_inf; float shift; bool clustered = false; };
+  struct C {
+    int T, E, k;
+    bool ties, nan, minus_inf;
+    float shift;
+    bool clustered = false;
+  };
   const C cases[] = {
-      {131, 896, 16, false, false, false, 0.0f},  {9, 896, 16, true, false, false, 0.0f},
-      {5, 896, 16, false, false, false, -120.0f}, {8, 896, 16, false, true, false, 0.0f},
-      {6, 40, 16, false, false, true, 0.0f},      {33, 40, 40, false, false, false, 0.0f},
-      {17, 1024, 64, false, true, false, 0.0f},   {3, 33, 33, true, false, false, 0.0f},
-      {4, 1, 1, false, false, false, 0.0f},       {11, 896, 16, false, false, false, 0.0f, true},
+      {131, 896, 16, false, false, false, 0.0f},     {9, 896, 16, true, false, false, 0.0f},
+      {5, 896, 16, false, false, false, -120.0f},    {8, 896, 16, false, true, false, 0.0f},
+      {6, 40, 16, false, false, true, 0.0f},         {33, 40, 40, false, false, false, 0.0f},
+      {17, 1024, 64, false, true, false, 0.0f},      {3, 33, 33, true, false, false, 0.0f},
+      {4, 1, 1, false, false, false, 0.0f},          {11, 896, 16, false, false, false, 0.0f, true},
       {7, 896, 32, false, false, false, 0.0f, true}, {5, 896, 32, false, false, false, 0.0f},
       {6, 20, 16, false, false, false, 0.0f}};
   std::vector<RouteBitCase> out;
@@ -179,7 +187,8 @@ std::vector<RouteBitCase> route_bit_cases() {
                    std::vector<float>(c.E)};
     for (auto& v : b.bias) v = c.ties || c.clustered ? 0.0f : 0.1f * r.normal();
     if (c.minus_inf)
-      for (int e = 0; e < c.E; ++e) if (e % 7 != 3) b.bias[e] = -INFINITY;
+      for (int e = 0; e < c.E; ++e)
+        if (e % 7 != 3) b.bias[e] = -INFINITY;
     for (size_t i = 0; i < b.logits.size(); ++i) {
       const int lane = static_cast<int>(i % c.E) % 32;
       b.logits[i] = c.clustered && lane < 16
@@ -203,9 +212,9 @@ RouteOut route_on_device(const RouteBitCase& c, int reg_experts, int wide_tokens
   RouteOut o;
   EXPECT_EQ(cudaSuccess, dl.upload(c.logits));
   EXPECT_EQ(cudaSuccess, db.upload(c.bias));
-  EXPECT_EQ(cudaSuccess, smxx::launch_route_kimi(dl.get(), c.E, db.get(), c.T, c.E, c.k, true,
-                                                 1.0f, di.get(), dw.get(), nullptr, reg_experts,
-                                                 wide_tokens));
+  EXPECT_EQ(cudaSuccess,
+            smxx::launch_route_kimi(dl.get(), c.E, db.get(), c.T, c.E, c.k, true, 1.0f, di.get(),
+                                    dw.get(), nullptr, reg_experts, wide_tokens));
   EXPECT_EQ(cudaSuccess, cudaDeviceSynchronize());
   EXPECT_EQ(cudaSuccess, di.download(&o.ids));
   EXPECT_EQ(cudaSuccess, dw.download(&o.weights));
@@ -252,7 +261,6 @@ TEST(GpuRoute, SmallExpertCountAndWideTopK) {
   MXMOE_REQUIRE_SM90();
   run_route_case(33, 40, 40, true, 1.0f, false, 8);
 }
-
 
 // A plain CPU stable sort of the pairs by local expert: the grouping's specification.
 // out_token[p]: the token of row p when it owns no other pair, else -1; has_out[e]: 1 when any
@@ -338,9 +346,10 @@ void run_group_case(const std::vector<int32_t>& ids, int T, int k, int start, in
   int empty = 0, single = 0;
   for (int e = 0; e < count; ++e) empty += want.offsets[e] == want.offsets[e + 1];
   for (int32_t t : want.out_token) single += t >= 0;
-  std::printf("[group] %s: T=%d k=%d range [%d, %d): %zu owned pairs (%d of single-pair tokens), "
-              "%d empty experts\n",
-              name, T, k, start, start + count, rows, single, empty);
+  std::printf(
+      "[group] %s: T=%d k=%d range [%d, %d): %zu owned pairs (%d of single-pair tokens), "
+      "%d empty experts\n",
+      name, T, k, start, start + count, rows, single, empty);
 }
 
 TEST(GpuGroup, EpSliceWithMinusOneAndOtherRankIds) {
@@ -482,15 +491,14 @@ TEST(GpuCombine, SkipsSinglePairTokensWhenAsked) {
   run_combine_case(true, 1200, 40, 25);
 }
 
-
 // A NaN or Inf anywhere in an MX block makes the block's scale byte 255: the GPU quantizer
 // writes the canonical BF16 NaN (0x7FFF) for its 32 elements; other blocks are untouched.
 TEST(GpuQuantize, NanOrInfBlockGivesCanonicalNanBlock) {
   MXMOE_REQUIRE_SM90();
   const int T = 3, H = 256;
   std::vector<float> x = varied_rows(T, H, 5);
-  x[0 * H + 32 + 7] = NAN;        // row 0, block 1
-  x[1 * H + 96 + 0] = INFINITY;   // row 1, block 3
+  x[0 * H + 32 + 7] = NAN;          // row 0, block 1
+  x[1 * H + 96 + 0] = INFINITY;     // row 1, block 3
   x[2 * H + 224 + 31] = -INFINITY;  // row 2, block 7
   DevBuf<float> dx;
   DevBuf<uint16_t> dq(static_cast<size_t>(T) * H);
@@ -506,14 +514,15 @@ TEST(GpuQuantize, NanOrInfBlockGivesCanonicalNanBlock) {
     for (int b = 0; b < H / 32; ++b) {
       const bool poisoned = (t == 0 && b == 1) || (t == 1 && b == 3) || (t == 2 && b == 7);
       float* blk = clean.data() + static_cast<size_t>(t) * H + b * 32;
-      if (poisoned) for (int i = 0; i < 32; ++i) blk[i] = 0.0f;
+      if (poisoned)
+        for (int i = 0; i < 32; ++i) blk[i] = 0.0f;
       fake_quantize_mxfp8_row(blk, 32, ref.data());
       for (int i = 0; i < 32; ++i) {
         const uint16_t want = poisoned ? 0x7FFF : float_to_bf16(ref[i]);
         const uint16_t g = got[static_cast<size_t>(t) * H + b * 32 + i];
         if (g != want && ++bad <= 5)
-          ADD_FAILURE() << "row " << t << " block " << b << " elem " << i << ": 0x" << std::hex
-                        << g << " want 0x" << want;
+          ADD_FAILURE() << "row " << t << " block " << b << " elem " << i << ": 0x" << std::hex << g
+                        << " want 0x" << want;
       }
     }
   EXPECT_EQ(bad, 0);
@@ -555,55 +564,55 @@ TEST(GpuRoute, MinusInfBiasMasksExpertsLikeRouteKimi) {
 TEST(GpuRoute, NanLogitGivesNanWeightsForThatTokenOnly) {
   MXMOE_REQUIRE_SM90();
   for (int E : {896, 1500}) {  // register keys, shared-memory keys
-  SCOPED_TRACE(E);
-  const int T = 8, k = 16;
-  Rng r(23);
-  std::vector<float> logits(static_cast<size_t>(T) * E), bias(E);
-  for (auto& v : logits) v = 2.0f * r.normal();
-  for (auto& b : bias) b = 0.1f * r.normal();
-  std::vector<float> clean = logits;
-  logits[static_cast<size_t>(2) * E + 100] = NAN;  // token 2: one NaN logit
-  for (int e = 0; e < E; ++e) logits[static_cast<size_t>(5) * E + e] = NAN;  // token 5: all NaN
-  RoutingConfig rc;
-  rc.num_experts = E;
-  rc.top_k = k;
-  std::vector<int32_t> want_ids(static_cast<size_t>(T) * k);
-  std::vector<float> want_w(static_cast<size_t>(T) * k);
-  route_kimi(clean.data(), bias.data(), T, rc, want_ids.data(), want_w.data());
-  DevBuf<float> dl, db, dw(static_cast<size_t>(T) * k);
-  DevBuf<int32_t> di(static_cast<size_t>(T) * k);
-  CUDA_OK(dl.upload(logits));
-  CUDA_OK(db.upload(bias));
-  CUDA_OK(smxx::launch_route_kimi(dl.get(), E, db.get(), T, E, k, true, 1.0f, di.get(), dw.get(),
-                                  nullptr));
-  CUDA_OK(cudaDeviceSynchronize());
-  std::vector<int32_t> ids;
-  std::vector<float> w;
-  CUDA_OK(di.download(&ids));
-  CUDA_OK(dw.download(&w));
-  for (int t = 0; t < T; ++t) {
-    std::vector<int32_t> tid(ids.begin() + t * k, ids.begin() + (t + 1) * k);
-    if (t == 2 || t == 5) {
-      for (int j = 0; j < k; ++j) {
-        EXPECT_TRUE(std::isnan(w[t * k + j])) << "token " << t << " slot " << j;
-        EXPECT_GE(tid[j], 0);
-        EXPECT_LT(tid[j], E);
-        if (t == 2) {
-          EXPECT_NE(tid[j], 100) << "the NaN expert ranks last";
+    SCOPED_TRACE(E);
+    const int T = 8, k = 16;
+    Rng r(23);
+    std::vector<float> logits(static_cast<size_t>(T) * E), bias(E);
+    for (auto& v : logits) v = 2.0f * r.normal();
+    for (auto& b : bias) b = 0.1f * r.normal();
+    std::vector<float> clean = logits;
+    logits[static_cast<size_t>(2) * E + 100] = NAN;  // token 2: one NaN logit
+    for (int e = 0; e < E; ++e) logits[static_cast<size_t>(5) * E + e] = NAN;  // token 5: all NaN
+    RoutingConfig rc;
+    rc.num_experts = E;
+    rc.top_k = k;
+    std::vector<int32_t> want_ids(static_cast<size_t>(T) * k);
+    std::vector<float> want_w(static_cast<size_t>(T) * k);
+    route_kimi(clean.data(), bias.data(), T, rc, want_ids.data(), want_w.data());
+    DevBuf<float> dl, db, dw(static_cast<size_t>(T) * k);
+    DevBuf<int32_t> di(static_cast<size_t>(T) * k);
+    CUDA_OK(dl.upload(logits));
+    CUDA_OK(db.upload(bias));
+    CUDA_OK(smxx::launch_route_kimi(dl.get(), E, db.get(), T, E, k, true, 1.0f, di.get(), dw.get(),
+                                    nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<int32_t> ids;
+    std::vector<float> w;
+    CUDA_OK(di.download(&ids));
+    CUDA_OK(dw.download(&w));
+    for (int t = 0; t < T; ++t) {
+      std::vector<int32_t> tid(ids.begin() + t * k, ids.begin() + (t + 1) * k);
+      if (t == 2 || t == 5) {
+        for (int j = 0; j < k; ++j) {
+          EXPECT_TRUE(std::isnan(w[t * k + j])) << "token " << t << " slot " << j;
+          EXPECT_GE(tid[j], 0);
+          EXPECT_LT(tid[j], E);
+          if (t == 2) {
+            EXPECT_NE(tid[j], 100) << "the NaN expert ranks last";
+          }
+          if (t == 5) {
+            EXPECT_EQ(tid[j], j) << "all NaN: lowest ids in order";
+          }
         }
-        if (t == 5) {
-          EXPECT_EQ(tid[j], j) << "all NaN: lowest ids in order";
+        std::sort(tid.begin(), tid.end());
+        EXPECT_TRUE(std::adjacent_find(tid.begin(), tid.end()) == tid.end()) << "distinct ids";
+      } else {
+        for (int j = 0; j < k; ++j) {
+          EXPECT_EQ(ids[t * k + j], want_ids[t * k + j]) << "token " << t;
+          EXPECT_NEAR(w[t * k + j], want_w[t * k + j], 1e-6 * std::fabs(want_w[t * k + j]));
         }
-      }
-      std::sort(tid.begin(), tid.end());
-      EXPECT_TRUE(std::adjacent_find(tid.begin(), tid.end()) == tid.end()) << "distinct ids";
-    } else {
-      for (int j = 0; j < k; ++j) {
-        EXPECT_EQ(ids[t * k + j], want_ids[t * k + j]) << "token " << t;
-        EXPECT_NEAR(w[t * k + j], want_w[t * k + j], 1e-6 * std::fabs(want_w[t * k + j]));
       }
     }
-  }
   }
 }
 

@@ -107,12 +107,12 @@ void run_prologue_case(const PrologueCase& c) {
   CUDA_OK(smxx::launch_quantize_input(src, c.f32_input, stride, T, H, c.mxfp8,
                                       reinterpret_cast<__nv_bfloat16*>(sep.xq.get()), nullptr));
   if (c.gpu_routing)
-    CUDA_OK(smxx::launch_route_kimi(dlog.get(), c.E_total, dbias.get(), T, c.E_total, k, true,
-                                    1.0f, sep.rid.get(), sep.rw.get(), nullptr));
+    CUDA_OK(smxx::launch_route_kimi(dlog.get(), c.E_total, dbias.get(), T, c.E_total, k, true, 1.0f,
+                                    sep.rid.get(), sep.rw.get(), nullptr));
   // The SiTU parameters through the grouping's scan, as run_moe.
   const smxx::GroupArgs g = sep.grp.args(c.gpu_routing ? sep.rid.get() : dids.get(),
-                                         c.gpu_routing ? sep.rw.get() : dw.get(), T, k, c.start,
-                                         El, true, true, pbp, plbp);
+                                         c.gpu_routing ? sep.rw.get() : dw.get(), T, k, c.start, El,
+                                         true, true, pbp, plbp);
   const char* failed = nullptr;
   CUDA_OK(smxx::launch_group(g, nullptr, &failed));
   // Fused.
@@ -127,8 +127,8 @@ void run_prologue_case(const PrologueCase& c) {
   a.xq = fused.xq.get();
   EXPECT_EQ(shape.route_first, c.gpu_routing) << c.name;  // the GPU router always runs first
   if (shape.route_first) {
-    CUDA_OK(smxx::launch_route_kimi(dlog.get(), c.E_total, dbias.get(), T, c.E_total, k, true,
-                                    1.0f, fused.rid.get(), fused.rw.get(), nullptr));
+    CUDA_OK(smxx::launch_route_kimi(dlog.get(), c.E_total, dbias.get(), T, c.E_total, k, true, 1.0f,
+                                    fused.rid.get(), fused.rw.get(), nullptr));
     a.ids = fused.rid.get();
     a.weights = fused.rw.get();
   } else {
@@ -168,10 +168,11 @@ void run_prologue_case(const PrologueCase& c) {
   CUDA_OK(sep.grp.ready.download(&sready));
   expect_same_bits(fready, std::vector<int32_t>(El, 0), "h_ready (prologue)", c.name);
   expect_same_bits(sready, std::vector<int32_t>(El, 0), "h_ready (group scan)", c.name);
-  std::printf("[prologue] %s: T=%d k=%d E=%d local [%d, %d) %s routing: %d owned pairs, "
-              "chunks %d, %d quantize CTAs, %zu B smem: identical\n", c.name, T, k, c.E_total,
-              c.start, c.start + El, c.gpu_routing ? "GPU" : "caller", off[El], shape.chunks,
-              shape.quant_ctas, shape.smem_bytes);
+  std::printf(
+      "[prologue] %s: T=%d k=%d E=%d local [%d, %d) %s routing: %d owned pairs, "
+      "chunks %d, %d quantize CTAs, %zu B smem: identical\n",
+      c.name, T, k, c.E_total, c.start, c.start + El, c.gpu_routing ? "GPU" : "caller", off[El],
+      shape.chunks, shape.quant_ctas, shape.smem_bytes);
 }
 
 TEST(GpuPrologue, MatchesSeparateKernelsBitForBit) {

@@ -31,7 +31,8 @@ TEST(MoeDeterminism, TwoRunsBitIdentical) {
   std::printf("[determinism] T=1000, both backends: two runs bit-identical: %s\n",
               (std::memcmp(a.out[0].data(), b.out[0].data(), a.out[0].size() * 4) == 0 &&
                std::memcmp(a.out[1].data(), b.out[1].data(), a.out[1].size() * 4) == 0)
-                  ? "yes" : "NO");
+                  ? "yes"
+                  : "NO");
 }
 
 TEST(MoeGraph, CaptureThenReplayWithNewInputsAndRouting) {

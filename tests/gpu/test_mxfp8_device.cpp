@@ -59,8 +59,8 @@ __device__ bool same_float(float a, float b) {
 // Every 32-bit pattern as amax.
 __global__ void exponent_sweep_kernel(Mismatch* m) {
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-  for (uint64_t u = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       u < (1ull << 32); u += stride) {
+  for (uint64_t u = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < (1ull << 32);
+       u += stride) {
     const float a = __uint_as_float(static_cast<uint32_t>(u));
     const int got = mxfp8_exponent(a), want = mx_scale_exponent(a, kE4M3Max);
     if (got != want) record(m, false, static_cast<uint32_t>(u), got, want, 0);
@@ -72,8 +72,8 @@ __global__ void exponent_sweep_kernel(Mismatch* m) {
 // mxfp8_fake_quantize_scaled) with v0 at E and v1 at another exponent E2, both orders.
 __global__ void quantize_sweep_kernel(int E, Mismatch* codes, Mismatch* values) {
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-  for (uint64_t p = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       p < (1ull << 31); p += stride) {
+  for (uint64_t p = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < (1ull << 31);
+       p += stride) {
     const uint32_t u0 = static_cast<uint32_t>(p) * 2u, u1 = u0 + 1u;
     const float v0 = __uint_as_float(u0), v1 = __uint_as_float(u1);
     const uint32_t c = smxx::mxfp8_quantize2(v0, v1, E);
@@ -83,19 +83,26 @@ __global__ void quantize_sweep_kernel(int E, Mismatch* codes, Mismatch* values) 
     const float d0 = ldexpf(e4m3_to_float(w0), E), d1 = ldexpf(e4m3_to_float(w1), E);
     if ((c & 0xFF) != w0) record(codes, v0 != v0, u0, c & 0xFF, w0, E);
     if ((c >> 8) != w1) record(codes, v1 != v1, u1, c >> 8, w1, E);
-    if (!same_float(f.x, d0)) record(values, v0 != v0, u0, __float_as_uint(f.x), __float_as_uint(d0), E);
-    if (!same_float(f.y, d1)) record(values, v1 != v1, u1, __float_as_uint(f.y), __float_as_uint(d1), E);
-    if (!same_float(s1, d1)) record(values, v1 != v1, u1, __float_as_uint(s1), __float_as_uint(d1), E);
+    if (!same_float(f.x, d0))
+      record(values, v0 != v0, u0, __float_as_uint(f.x), __float_as_uint(d0), E);
+    if (!same_float(f.y, d1))
+      record(values, v1 != v1, u1, __float_as_uint(f.y), __float_as_uint(d1), E);
+    if (!same_float(s1, d1))
+      record(values, v1 != v1, u1, __float_as_uint(s1), __float_as_uint(d1), E);
     const int E2 = E >= 1 ? E - 128 : E + 127;  // in [-127, 128], never E
     const float e0 = ldexpf(e4m3_to_float(float_to_e4m3(ldexpf(v0, -E2))), E2);
     const float e1 = ldexpf(e4m3_to_float(float_to_e4m3(ldexpf(v1, -E2))), E2);
     const smxx::Mxfp8Scale sE = smxx::mxfp8_scale(E), sE2 = smxx::mxfp8_scale(E2);
     const float2 pa = smxx::mxfp8_fake_quantize_scaled(v0, sE, v1, sE2);
     const float2 pb = smxx::mxfp8_fake_quantize_scaled(v0, sE2, v1, sE);
-    if (!same_float(pa.x, d0)) record(values, v0 != v0, u0, __float_as_uint(pa.x), __float_as_uint(d0), E);
-    if (!same_float(pa.y, e1)) record(values, v1 != v1, u1, __float_as_uint(pa.y), __float_as_uint(e1), E2);
-    if (!same_float(pb.x, e0)) record(values, v0 != v0, u0, __float_as_uint(pb.x), __float_as_uint(e0), E2);
-    if (!same_float(pb.y, d1)) record(values, v1 != v1, u1, __float_as_uint(pb.y), __float_as_uint(d1), E);
+    if (!same_float(pa.x, d0))
+      record(values, v0 != v0, u0, __float_as_uint(pa.x), __float_as_uint(d0), E);
+    if (!same_float(pa.y, e1))
+      record(values, v1 != v1, u1, __float_as_uint(pa.y), __float_as_uint(e1), E2);
+    if (!same_float(pb.x, e0))
+      record(values, v0 != v0, u0, __float_as_uint(pb.x), __float_as_uint(e0), E2);
+    if (!same_float(pb.y, d1))
+      record(values, v1 != v1, u1, __float_as_uint(pb.y), __float_as_uint(d1), E);
   }
 }
 
@@ -109,9 +116,11 @@ __global__ void dequantize_sweep_kernel(Mismatch* m) {
     const float2 raw = smxx::e4m3x2_to_float2(codes);
     const uint8_t c0 = codes & 0xFF, c1 = codes >> 8;
     if (!same_float(f.x, ldexpf(e4m3_to_float(c0), E)))
-      record(m, false, codes, __float_as_uint(f.x), __float_as_uint(ldexpf(e4m3_to_float(c0), E)), E);
+      record(m, false, codes, __float_as_uint(f.x), __float_as_uint(ldexpf(e4m3_to_float(c0), E)),
+             E);
     if (!same_float(f.y, ldexpf(e4m3_to_float(c1), E)))
-      record(m, false, codes, __float_as_uint(f.y), __float_as_uint(ldexpf(e4m3_to_float(c1), E)), E);
+      record(m, false, codes, __float_as_uint(f.y), __float_as_uint(ldexpf(e4m3_to_float(c1), E)),
+             E);
     if (!same_float(raw.x, e4m3_to_float(c0)) || !same_float(raw.y, e4m3_to_float(c1)))
       record(m, false, codes, __float_as_uint(raw.x), __float_as_uint(e4m3_to_float(c0)), 999);
   }
@@ -135,8 +144,8 @@ __global__ void block_quantize_kernel(const float* x, int blocks, uint8_t* codes
     const int E = mxfp8_exponent(amax);
     const float other = __shfl_xor_sync(~0u, v, 1);
     const bool even = (lane & 1) == 0;
-    const uint32_t c2 = even ? smxx::mxfp8_quantize2(v, other, E)
-                             : smxx::mxfp8_quantize2(other, v, E);
+    const uint32_t c2 =
+        even ? smxx::mxfp8_quantize2(v, other, E) : smxx::mxfp8_quantize2(other, v, E);
     const uint8_t c = even ? (c2 & 0xFF) : (c2 >> 8);
     codes[static_cast<size_t>(b) * 32 + lane] = c;
     deq[static_cast<size_t>(b) * 32 + lane] = smxx::mxfp8_dequantize2(c, E).x;
@@ -215,8 +224,10 @@ TEST(GpuMxfp8Device, ExponentOfEveryFloatMatchesMxScaleExponent) {
       ADD_FAILURE() << "amax " << a[i] << ": E " << e[i] << " want " << want;
   }
   EXPECT_EQ(bad, 0);
-  std::printf("[mxfp8] exponent: 2^32 amax patterns (device formats.h) + %d (host): %llu + %d "
-              "mismatches\n", n, h.count, bad);
+  std::printf(
+      "[mxfp8] exponent: 2^32 amax patterns (device formats.h) + %d (host): %llu + %d "
+      "mismatches\n",
+      n, h.count, bad);
 }
 
 TEST(GpuMxfp8Device, CodesOfEveryFloatMatchFormatsAtEveryScaleRegime) {
@@ -238,8 +249,10 @@ TEST(GpuMxfp8Device, CodesOfEveryFloatMatchFormatsAtEveryScaleRegime) {
     EXPECT_EQ(c.count, 0ull) << "E = " << E;
     EXPECT_EQ(v.count, 0ull) << "E = " << E;
     EXPECT_EQ(c.nan_count, 0ull) << "E = " << E << ": NaN inputs gave another NaN code than 0x7F";
-    std::printf("[mxfp8] E = %4d: 2^32 values: %llu code, %llu value mismatches (NaN inputs: "
-                "%llu code)\n", E, c.count, v.count, c.nan_count);
+    std::printf(
+        "[mxfp8] E = %4d: 2^32 values: %llu code, %llu value mismatches (NaN inputs: "
+        "%llu code)\n",
+        E, c.count, v.count, c.nan_count);
   }
 }
 
@@ -280,7 +293,10 @@ TEST(GpuMxfp8Device, RandomBlocksMatchHostFormatsCodeForCode) {
         if (r.below(2)) v = -v;
       } else if (kind == 2) {  // amax right at 448 * 2^E and just around it
         const int s = r.below(3);
-        v = std::ldexp(s == 0 ? 448.0f : s == 1 ? 464.0f : 447.9f, binade / 3) *
+        v = std::ldexp(s == 0   ? 448.0f
+                       : s == 1 ? 464.0f
+                                : 447.9f,
+                       binade / 3) *
             (r.below(2) ? 1.f : -1.f);
         if (i > 0) v *= static_cast<float>(r.uniform());
       } else if (kind == 3) {  // zeros of both signs and a few values
@@ -312,7 +328,8 @@ TEST(GpuMxfp8Device, RandomBlocksMatchHostFormatsCodeForCode) {
     float amax = 0.0f;
     for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(blk[i]));
     const int E = mx_scale_exponent(amax, kE4M3Max);
-    if (exps[b] != E && ++bad <= 5) ADD_FAILURE() << "block " << b << ": E " << exps[b] << " want " << E;
+    if (exps[b] != E && ++bad <= 5)
+      ADD_FAILURE() << "block " << b << ": E " << exps[b] << " want " << E;
     for (int i = 0; i < 32; ++i) {
       const size_t j = static_cast<size_t>(b) * 32 + i;
       const uint8_t want = float_to_e4m3(std::ldexp(blk[i], -E));
@@ -327,9 +344,10 @@ TEST(GpuMxfp8Device, RandomBlocksMatchHostFormatsCodeForCode) {
     }
   }
   EXPECT_EQ(bad, 0);
-  std::printf("[mxfp8] %zu random elements in %d blocks vs host formats.h: %lld mismatches "
-              "(%lld subnormal codes, %lld codes of 448, %lld zeros)\n", x.size(), blocks, bad,
-              subnormal_codes, sat, zeros);
+  std::printf(
+      "[mxfp8] %zu random elements in %d blocks vs host formats.h: %lld mismatches "
+      "(%lld subnormal codes, %lld codes of 448, %lld zeros)\n",
+      x.size(), blocks, bad, subnormal_codes, sat, zeros);
 }
 
 }  // namespace

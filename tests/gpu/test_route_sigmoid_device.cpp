@@ -90,8 +90,10 @@ TEST(GpuRouteSigmoid, FastReciprocalIsIeeeOverItsRange) {
 TEST(GpuRouteSigmoid, SigmoidsEqualSituSigmoidOnEveryFloat) {
   MXMOE_REQUIRE_SM90();
   const Mismatches m = count_on_device([&](Mismatches* dm) { sigmoid_kernel<<<2048, 256>>>(dm); });
-  std::printf("[route sigmoid] route_sigmoids vs situ_sigmoid: all 2^32 bit patterns, %llu "
-              "differ\n", m.count);
+  std::printf(
+      "[route sigmoid] route_sigmoids vs situ_sigmoid: all 2^32 bit patterns, %llu "
+      "differ\n",
+      m.count);
   EXPECT_EQ(0ull, m.count) << "first at z = " << from_bits(m.first) << " (bits 0x" << std::hex
                            << m.first << ")";
 }

@@ -5,8 +5,6 @@
 // against each other bit for bit (NaN tokens included). This checks the routine's algorithm
 // where no GPU is at hand; the GPU tests (test_gpu_glue_kernels: GpuRoute.*, GpuPrologue.*)
 // check the compiled kernels on the device.
-#include "block_sim.h"  // first: the intrinsics the device header calls
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "block_sim.h"  // first: the intrinsics the device header calls
 #include "mxmoe/reference.h"
 #include "smxx/route_cta.cuh"
 #include "smxx/route_warp.cuh"
@@ -42,8 +41,7 @@ Inputs make_inputs(const Case& c, unsigned seed) {
   in.logits.resize(static_cast<size_t>(c.T) * c.E);
   in.bias.resize(c.E);
   for (auto& b : in.bias)
-    b = c.logits == Case::kTies || c.logits == Case::kClustered ? 0.0f
-                                                                 : c.bias_scale * normal(gen);
+    b = c.logits == Case::kTies || c.logits == Case::kClustered ? 0.0f : c.bias_scale * normal(gen);
   if (c.minus_inf)
     for (int e = 0; e < c.E; ++e)
       if (e % 7 != 3) in.bias[e] = -INFINITY;
@@ -101,8 +99,7 @@ void route_sim(const Case& c, const Inputs& in, Way way, std::vector<int32_t>* i
                                       nullptr);
           break;
         case Way::kShared:
-          smxx::route_token_warp(row, bias, c.E, c.k, c.renormalize, c.scaling, aligned, ti, tw,
-                                 0);
+          smxx::route_token_warp(row, bias, c.E, c.k, c.renormalize, c.scaling, aligned, ti, tw, 0);
           break;
         case Way::kWide:  // routed by the CTA above
           break;
@@ -113,9 +110,9 @@ void route_sim(const Case& c, const Inputs& in, Way way, std::vector<int32_t>* i
 }
 
 void check_case(const Case& c, unsigned seed) {
-  SCOPED_TRACE(::testing::Message() << "T=" << c.T << " E=" << c.E << " k=" << c.k
-                                    << " logits=" << c.logits << " scales " << c.logit_scale
-                                    << " / " << c.bias_scale << " seed=" << seed);
+  SCOPED_TRACE(::testing::Message()
+               << "T=" << c.T << " E=" << c.E << " k=" << c.k << " logits=" << c.logits
+               << " scales " << c.logit_scale << " / " << c.bias_scale << " seed=" << seed);
   const Inputs in = make_inputs(c, seed);
   std::vector<int32_t> ids[kWays];
   std::vector<float> w[kWays];

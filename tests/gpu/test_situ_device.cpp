@@ -63,8 +63,7 @@ void eval_on_device(const std::vector<float>& g, const std::vector<float>& u,
   const int n = static_cast<int>(g.size());
   DevBuf<float> dg(g), du(u), db(beta), dl(lbeta), dout(g.size());
   ASSERT_TRUE(dg.ok() && du.ok() && db.ok() && dl.ok() && dout.ok()) << "device allocation";
-  situ_eval_kernel<<<(n + 255) / 256, 256>>>(dg.get(), du.get(), db.get(), dl.get(), dout.get(),
-                                             n);
+  situ_eval_kernel<<<(n + 255) / 256, 256>>>(dg.get(), du.get(), db.get(), dl.get(), dout.get(), n);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(dout.download(out));
@@ -96,9 +95,10 @@ TEST(GpuSituDevice, AgreesWithDoubleFormulaOnTheCpuTestsGrid) {
     const double rel = std::fabs(got[i] - ref) / std::fabs(ref);
     if (rel > worst) worst = rel, worst_i = i;
   }
-  std::printf("situ_glu_dev: %zu points, worst relative error %.3g at g %.6g u %.6g beta %g "
-              "linear_beta %g\n",
-              g.size(), worst, g[worst_i], u[worst_i], b[worst_i], l[worst_i]);
+  std::printf(
+      "situ_glu_dev: %zu points, worst relative error %.3g at g %.6g u %.6g beta %g "
+      "linear_beta %g\n",
+      g.size(), worst, g[worst_i], u[worst_i], b[worst_i], l[worst_i]);
   EXPECT_EQ(zero_mismatch, 0u) << "nonzero where the double formula is 0";
   EXPECT_LT(worst, 2e-6) << "at g " << g[worst_i] << " u " << u[worst_i];
 }
@@ -109,10 +109,10 @@ TEST(GpuSituDevice, EdgesMatchTheHost) {
   // (g, u) pairs where the host's formats.h situ_glu is the specification, bit for bit
   // (signed zeros, saturation, infinities, the sigmoid's flush) or value for value.
   const std::vector<std::pair<float, float>> cases = {
-      {0.0f, 5.0f},   {-0.0f, 5.0f},  {3.0f, 0.0f},     {3.0f, -0.0f},   {-0.0f, -0.0f},
-      {80.0f, 1e3f},  {80.0f, -1e3f}, {inf, 2.0f},      {2.0f, inf},     {-inf, 2.0f},
-      {2.0f, -inf},   {-90.0f, 3.0f}, {-200.0f, 3.0f},  {1e30f, 1e30f},  {44.5f, 89.5f},
-      {0.5999f, 2.4f}, {2.4f, 15.0f}, {-2.4f, -15.0f}, {1e-30f, 1e-30f}, {-1e-7f, 3e-7f}};
+      {0.0f, 5.0f},    {-0.0f, 5.0f},  {3.0f, 0.0f},    {3.0f, -0.0f},    {-0.0f, -0.0f},
+      {80.0f, 1e3f},   {80.0f, -1e3f}, {inf, 2.0f},     {2.0f, inf},      {-inf, 2.0f},
+      {2.0f, -inf},    {-90.0f, 3.0f}, {-200.0f, 3.0f}, {1e30f, 1e30f},   {44.5f, 89.5f},
+      {0.5999f, 2.4f}, {2.4f, 15.0f},  {-2.4f, -15.0f}, {1e-30f, 1e-30f}, {-1e-7f, 3e-7f}};
   std::vector<float> g, u, b(cases.size(), 4.0f), l(cases.size(), 25.0f);
   for (const auto& c : cases) g.push_back(c.first), u.push_back(c.second);
   std::vector<float> got;

@@ -80,12 +80,21 @@ TEST(Sm90DecodeSpec, OwnWindowHost) {
   };
   const Case cases[] = {
       // TP8 x EP4 (4 local rows per token): T = 3..8 in; T = 1, 2 and 16 out.
-      {4, 16, false}, {8, 32, false}, {12, 48, true}, {16, 64, true}, {32, 128, true},
+      {4, 16, false},
+      {8, 32, false},
+      {12, 48, true},
+      {16, 64, true},
+      {32, 128, true},
       {64, 256, false},
       // EP16 (1 local row per token): T = 8 in; T = 1..7 and 16 out.
-      {1, 16, false}, {7, 112, false}, {8, 128, true}, {16, 256, false},
+      {1, 16, false},
+      {7, 112, false},
+      {8, 128, true},
+      {16, 256, false},
       // The full layer (16 local rows per token): never (T = 1: 16 ids; T = 3: 48 rows).
-      {16, 16, false}, {32, 32, false}, {48, 48, false}};
+      {16, 16, false},
+      {32, 32, false},
+      {48, 48, false}};
   for (const Case& c : cases)
     EXPECT_EQ(decode_spec_own(c.rows, c.pairs), c.in) << c.rows << " rows, " << c.pairs << " ids";
 }
@@ -97,14 +106,14 @@ TEST(Sm90DecodeSpec, TakesIdsHost) {
   // a MXMOE_ROUTED_SPEC A/B launch the same kernels.
   const int saved = decode_spec();
   decode_set_spec(kDecodeSpecSmall);
-  EXPECT_TRUE(decode_spec_takes_ids(56, 1, 3584, 3072));    // EP16 T = 1
-  EXPECT_FALSE(decode_spec_takes_ids(56, 2, 3584, 3072));   // EP16 T = 2
-  EXPECT_FALSE(decode_spec_takes_ids(56, 8, 3584, 3072));   // EP16 T = 8: the own window's rows
-  EXPECT_FALSE(decode_spec_takes_ids(56, 64, 3584, 3072));  // EP16 T = 64
-  EXPECT_TRUE(decode_spec_takes_ids(224, 4, 3584, 384));    // TP8 x EP4 T = 1
-  EXPECT_TRUE(decode_spec_takes_ids(224, 8, 3584, 384));    // TP8 x EP4 T = 2
-  EXPECT_FALSE(decode_spec_takes_ids(224, 32, 3584, 384));  // TP8 x EP4 T = 8
-  EXPECT_FALSE(decode_spec_takes_ids(224, 256, 3584, 384)); // TP8 x EP4 T = 64
+  EXPECT_TRUE(decode_spec_takes_ids(56, 1, 3584, 3072));     // EP16 T = 1
+  EXPECT_FALSE(decode_spec_takes_ids(56, 2, 3584, 3072));    // EP16 T = 2
+  EXPECT_FALSE(decode_spec_takes_ids(56, 8, 3584, 3072));    // EP16 T = 8: the own window's rows
+  EXPECT_FALSE(decode_spec_takes_ids(56, 64, 3584, 3072));   // EP16 T = 64
+  EXPECT_TRUE(decode_spec_takes_ids(224, 4, 3584, 384));     // TP8 x EP4 T = 1
+  EXPECT_TRUE(decode_spec_takes_ids(224, 8, 3584, 384));     // TP8 x EP4 T = 2
+  EXPECT_FALSE(decode_spec_takes_ids(224, 32, 3584, 384));   // TP8 x EP4 T = 8
+  EXPECT_FALSE(decode_spec_takes_ids(224, 256, 3584, 384));  // TP8 x EP4 T = 64
   // A forced mode answers for itself: Tiles in it, ids taken everywhere; off, nowhere.
   decode_set_spec(kDecodeSpecAll);
   EXPECT_TRUE(decode_spec_takes_ids(56, 64, 3584, 3072));
@@ -140,10 +149,8 @@ TEST(Sm90DecodeBalance, RuleHost) {
   // The rule balances the long-K GEMMs only (decode_gemm.h, kDecodeBalanceLongK: TP8xEP4's
   // 6-step GEMM2 lost under it): Kimi-K3's GEMM1 (K 3584) and EP16's GEMM2 (K 3072) in,
   // TP8xEP4's GEMM2 (K 384) out; 8 steps (K 512) is the last one out.
-  for (int K : {3584, 3072, 576})
-    EXPECT_TRUE(decode_balance_applies(kDecodeBalanceLongK, K)) << K;
-  for (int K : {384, 512})
-    EXPECT_FALSE(decode_balance_applies(kDecodeBalanceLongK, K)) << K;
+  for (int K : {3584, 3072, 576}) EXPECT_TRUE(decode_balance_applies(kDecodeBalanceLongK, K)) << K;
+  for (int K : {384, 512}) EXPECT_FALSE(decode_balance_applies(kDecodeBalanceLongK, K)) << K;
   EXPECT_TRUE(decode_balance_applies(kDecodeBalanceAlways, 384));
   EXPECT_FALSE(decode_balance_applies(kDecodeBalanceOff, 3584));
   EXPECT_EQ(kDecodeBalanceDefault, kDecodeBalanceLongK);
@@ -413,15 +420,14 @@ INSTANTIATE_TEST_SUITE_P(AllSplits, Sm90DecodeSplitK,
                                             ::testing::Values(kDecodeBulkRing, kDecodeRegStream),
                                             ::testing::Values(kDecodeSpecOff)));
 // Split 8 has no speculating kernel (it takes the plain one).
-INSTANTIATE_TEST_SUITE_P(Spec, Sm90DecodeSplitK,
-                         ::testing::Combine(::testing::Values(0, 1, 2, 4),
-                                            ::testing::Values(kDecodeBulkRing, kDecodeRegStream),
-                                            ::testing::Values(
-                                                kDecodeSpecTiles,
-                                                kDecodeSpecTiles | kDecodeSpecPreload,
-                                                kDecodeSpecEarlyGemm2,
-                                                kDecodeSpecTiles | kDecodeSpecEarlyGemm2OneTile,
-                                                kDecodeSpecAll, kDecodeSpecSmall)));
+INSTANTIATE_TEST_SUITE_P(
+    Spec, Sm90DecodeSplitK,
+    ::testing::Combine(::testing::Values(0, 1, 2, 4),
+                       ::testing::Values(kDecodeBulkRing, kDecodeRegStream),
+                       ::testing::Values(kDecodeSpecTiles, kDecodeSpecTiles | kDecodeSpecPreload,
+                                         kDecodeSpecEarlyGemm2,
+                                         kDecodeSpecTiles | kDecodeSpecEarlyGemm2OneTile,
+                                         kDecodeSpecAll, kDecodeSpecSmall)));
 
 TEST(Sm90DecodeGemm, KimiSizes) {
   MXMOE_REQUIRE_SM90();
@@ -507,7 +513,6 @@ TEST(Sm90DecodeGemm, TiledKernelStillServes16TokenTiles) {
 // ---------------------------------------------------------------------------------------------
 // Timings.
 
-
 constexpr double kCopyGBs = 3917.0;  // SM copy rate on the H200 (bench/RESULTS.md)
 
 // The timing benches' GEMM1 -> GEMM2 chain at Kimi-K3's width (H 3584): E experts of I, the
@@ -566,13 +571,12 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     int kernel, split, mainloop;
   };
   constexpr int kB = kDecodeBulkRing, kR = kDecodeRegStream;
-  const Variant variants[] = {
-      {"tiled16", kGemmTiled, 0, 0},   {"dec", kGemmDecode, 0, 0},
-      {"reg", kGemmDecode, 0, kR},     {"reg-s1", kGemmDecode, 1, kR},
-      {"reg-s2", kGemmDecode, 2, kR},  {"reg-s4", kGemmDecode, 4, kR},
-      {"bulk", kGemmDecode, 0, kB},    {"bulk-s1", kGemmDecode, 1, kB},
-      {"bulk-s2", kGemmDecode, 2, kB}, {"bulk-s4", kGemmDecode, 4, kB},
-      {"reg-s8", kGemmDecode, 8, kR},  {"bulk-s8", kGemmDecode, 8, kB}};
+  const Variant variants[] = {{"tiled16", kGemmTiled, 0, 0},   {"dec", kGemmDecode, 0, 0},
+                              {"reg", kGemmDecode, 0, kR},     {"reg-s1", kGemmDecode, 1, kR},
+                              {"reg-s2", kGemmDecode, 2, kR},  {"reg-s4", kGemmDecode, 4, kR},
+                              {"bulk", kGemmDecode, 0, kB},    {"bulk-s1", kGemmDecode, 1, kB},
+                              {"bulk-s2", kGemmDecode, 2, kB}, {"bulk-s4", kGemmDecode, 4, kB},
+                              {"reg-s8", kGemmDecode, 8, kR},  {"bulk-s8", kGemmDecode, 8, kB}};
   for (const Variant& v : variants) {
     decode_set_mainloop(v.mainloop);
     Gemm1Params q1 = p1;
@@ -585,16 +589,17 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     ASSERT_EQ(launch_gemm2(q2, sms, 0), cudaSuccess) << v.name;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << v.name;
     const float t1 = median_us([&] { return launch_gemm1(q1, sms, 0); }, flush.get(), flush_bytes);
-    const float t1m = median_us([&] { return launch_gemm1(q1m, sms, 0); },
-                                flush.get(), flush_bytes);
+    const float t1m =
+        median_us([&] { return launch_gemm1(q1m, sms, 0); }, flush.get(), flush_bytes);
     const float t2 = median_us([&] { return launch_gemm2(q2, sms, 0); }, flush.get(), flush_bytes);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-    printf("DECODE_BENCH %-8s T=%4d hit=%3d %-8s | gemm1 %7.1f us %5.0f GB/s | +mx %7.1f us | "
-           "gemm2 %7.1f us %5.0f GB/s | sum %7.1f us %5.0f GB/s (%4.1f%% of %.0f) floor %5.1f us "
-           "x%.2f\n",
-           layout, T, hit, v.name, t1, b1 / t1 * 1e-3, t1m, t2, b2 / t2 * 1e-3, t1 + t2,
-           (b1 + b2) / (t1 + t2) * 1e-3, 100.0 * (b1 + b2) / (t1 + t2) * 1e-3 / kCopyGBs, kCopyGBs,
-           floor_us, (t1 + t2) / floor_us);
+    printf(
+        "DECODE_BENCH %-8s T=%4d hit=%3d %-8s | gemm1 %7.1f us %5.0f GB/s | +mx %7.1f us | "
+        "gemm2 %7.1f us %5.0f GB/s | sum %7.1f us %5.0f GB/s (%4.1f%% of %.0f) floor %5.1f us "
+        "x%.2f\n",
+        layout, T, hit, v.name, t1, b1 / t1 * 1e-3, t1m, t2, b2 / t2 * 1e-3, t1 + t2,
+        (b1 + b2) / (t1 + t2) * 1e-3, 100.0 * (b1 + b2) / (t1 + t2) * 1e-3 / kCopyGBs, kCopyGBs,
+        floor_us, (t1 + t2) / floor_us);
   }
   decode_set_mainloop(0);
 }
@@ -656,9 +661,11 @@ void print_timeline(const char* tag, const std::vector<uint64_t>& tl) {
       std::snprintf(b, sizeof(b), "%6.2f/%6.2f/%6.2f", sp.v[e][0], sp.v[e][1], sp.v[e][2]);
       return std::string(b);
     };
-    std::printf("TIMELINE %s GEMM%d ctas %4d sms %3d | entry %s | waited %s | data %s | math %s "
-                "| exit %s", tag, g + 1, sp.ctas, distinct, span(0).c_str(), span(1).c_str(),
-                span(2).c_str(), span(3).c_str(), span(4).c_str());
+    std::printf(
+        "TIMELINE %s GEMM%d ctas %4d sms %3d | entry %s | waited %s | data %s | math %s "
+        "| exit %s",
+        tag, g + 1, sp.ctas, distinct, span(0).c_str(), span(1).c_str(), span(2).c_str(),
+        span(3).c_str(), span(4).c_str());
     if (g == 1)
       std::printf(" | entered before GEMM1's last exit %d, on a GEMM1 SM %d", before_g1_exit,
                   on_g1_sm);
@@ -669,8 +676,10 @@ void print_timeline(const char* tag, const std::vector<uint64_t>& tl) {
   uint64_t step = ~0ull;
   for (size_t i = 1; i < all.size(); ++i)
     if (all[i] > all[i - 1]) step = std::min(step, all[i] - all[i - 1]);
-  std::printf("TIMELINE %s smallest stamp gap %llu ns (min/p50/max in us from GEMM1's first "
-              "entry)\n", tag, static_cast<unsigned long long>(step));
+  std::printf(
+      "TIMELINE %s smallest stamp gap %llu ns (min/p50/max in us from GEMM1's first "
+      "entry)\n",
+      tag, static_cast<unsigned long long>(step));
 }
 
 TEST(Sm90DecodeBench, DISABLED_ChainTimeline) {

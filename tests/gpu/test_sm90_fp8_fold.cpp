@@ -23,15 +23,21 @@ namespace {
 struct Mx4 {
   int rows = 0, k = 0;
   std::vector<uint8_t> packed, scales;
-  Mx4(int r, int kk) : rows(r), k(kk), packed(static_cast<size_t>(r) * kk / 2), scales(static_cast<size_t>(r) * kk / 32) {}
+  Mx4(int r, int kk)
+      : rows(r),
+        k(kk),
+        packed(static_cast<size_t>(r) * kk / 2),
+        scales(static_cast<size_t>(r) * kk / 32) {}
   void set(int r, int c, uint8_t code) {
     uint8_t& b = packed[static_cast<size_t>(r) * k / 2 + c / 2];
-    b = (c & 1) ? static_cast<uint8_t>((b & 0x0F) | (code << 4)) : static_cast<uint8_t>((b & 0xF0) | code);
+    b = (c & 1) ? static_cast<uint8_t>((b & 0x0F) | (code << 4))
+                : static_cast<uint8_t>((b & 0xF0) | code);
   }
   uint8_t& scale(int r, int blk) { return scales[static_cast<size_t>(r) * k / 32 + blk]; }
   double value(int r, int c) const {
-    return std::ldexp(static_cast<double>(e2m1_to_float(e2m1_get(&packed[static_cast<size_t>(r) * k / 2], c))),
-                      scales[static_cast<size_t>(r) * k / 32 + c / 32] - 127);
+    return std::ldexp(
+        static_cast<double>(e2m1_to_float(e2m1_get(&packed[static_cast<size_t>(r) * k / 2], c))),
+        scales[static_cast<size_t>(r) * k / 32 + c / 32] - 127);
   }
 };
 
@@ -96,7 +102,7 @@ TEST(Fp8Fold, WindowEdgesAndSubnormals) {
   // row 0: spread exactly 14 with 0.5 in the low block and 6 in the high one: one fold,
   // 0.5 * 2^-8 = 2^-9 is E4M3's smallest subnormal.
   m.scale(0, 0) = 100;
-  m.set(0, 0, 1);   // 0.5 * 2^-27
+  m.set(0, 0, 1);  // 0.5 * 2^-27
   m.scale(0, 3) = 114;
   m.set(0, 96, 7);  // 6 * 2^-13
   // row 1: spread 15 with the same magnitudes: outside the window -> two folds

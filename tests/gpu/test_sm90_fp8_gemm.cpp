@@ -116,8 +116,8 @@ struct Compare {
     ++n;
     if (!(std::fabs(got - ref) <= tol)) {
       if (++bad <= 8)
-        printf("  [%s] mismatch at %s: gpu %.9g ref %.9g (tol %.3g)\n", name.c_str(),
-               where.c_str(), got, ref, tol);
+        printf("  [%s] mismatch at %s: gpu %.9g ref %.9g (tol %.3g)\n", name.c_str(), where.c_str(),
+               got, ref, tol);
     }
     if (got != ref) ++inexact;
     if (scale > 0) max_rel = std::max(max_rel, std::fabs(got - ref) / scale);
@@ -129,17 +129,17 @@ struct Compare {
   double cosine() const { return (ref2 == 0 && got2 == 0) ? 1.0 : dot / std::sqrt(ref2 * got2); }
   double nrmse() const { return ref2 == 0 ? std::sqrt(diff2) : std::sqrt(diff2 / ref2); }
   void check() const {
-    printf("  [%s] %lld elements: cosine %.9f  NRMSE %.3e  max|diff|/sum|terms| %.3e  "
-           "not bit-equal %.4f%%  out of tolerance %lld\n",
-           name.c_str(), (long long)n, cosine(), nrmse(), max_rel,
-           n ? 100.0 * inexact / n : 0.0, (long long)bad);
+    printf(
+        "  [%s] %lld elements: cosine %.9f  NRMSE %.3e  max|diff|/sum|terms| %.3e  "
+        "not bit-equal %.4f%%  out of tolerance %lld\n",
+        name.c_str(), (long long)n, cosine(), nrmse(), max_rel, n ? 100.0 * inexact / n : 0.0,
+        (long long)bad);
     EXPECT_GT(n, 0) << name;
     EXPECT_EQ(bad, 0) << name;
     EXPECT_GE(cosine(), 0.9999) << name;
     EXPECT_LE(nrmse(), 0.005) << name;  // the GPU issue's same-mode bar
   }
 };
-
 
 // ---------------------------------------------------------------------------------------------
 TEST(Sm90Fp8Quantize, CodesAndScalesEqualTheCpuBitForBit) {
@@ -149,10 +149,11 @@ TEST(Sm90Fp8Quantize, CodesAndScalesEqualTheCpuBitForBit) {
   const int64_t stride = H + 96;
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> xf(static_cast<size_t>(T) * stride);
-  for (size_t i = 0; i < xf.size(); ++i) xf[i] = std::ldexp(nd(rng), static_cast<int>(i / 32 % 40) - 20);
-  xf[5] = 0.0f;  // a block with zeros and tiny values
-  for (int c = 64; c < 96; ++c) xf[c] = 0.0f;     // an all-zero block: scale byte 0
-  xf[stride + 7] = 1e-40f;                          // a subnormal input
+  for (size_t i = 0; i < xf.size(); ++i)
+    xf[i] = std::ldexp(nd(rng), static_cast<int>(i / 32 % 40) - 20);
+  xf[5] = 0.0f;                                // a block with zeros and tiny values
+  for (int c = 64; c < 96; ++c) xf[c] = 0.0f;  // an all-zero block: scale byte 0
+  xf[stride + 7] = 1e-40f;                     // a subnormal input
   std::vector<uint16_t> xb(xf.size());
   for (size_t i = 0; i < xf.size(); ++i) xb[i] = float_to_bf16(xf[i]);
   for (int as_f32 = 0; as_f32 < 2; ++as_f32) {
@@ -161,8 +162,9 @@ TEST(Sm90Fp8Quantize, CodesAndScalesEqualTheCpuBitForBit) {
     DevBuf<float> d_f(xf);
     DevBuf<uint16_t> d_b(xb);
     DevBuf<uint8_t> d_codes(static_cast<size_t>(T) * H), d_scales(static_cast<size_t>(T) * H / 32);
-    CUDA_OK(smxx::launch_quantize_mxfp8_codes(as_f32 ? static_cast<const void*>(d_f.get()) : d_b.get(),
-                                              as_f32 != 0, stride, T, H, d_codes.get(), d_scales.get(), 0));
+    CUDA_OK(smxx::launch_quantize_mxfp8_codes(
+        as_f32 ? static_cast<const void*>(d_f.get()) : d_b.get(), as_f32 != 0, stride, T, H,
+        d_codes.get(), d_scales.get(), 0));
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<uint8_t> codes, scales;
     CUDA_OK(d_codes.download(&codes));
@@ -231,7 +233,8 @@ void run_gemm1(const CaseOpts& c) {
   DevBuf<uint8_t> d_xc(x.codes), d_xs(x.scales);
   DevBuf<int32_t> d_row(x_row), d_off(off);
   DevBuf<float> d_beta(beta), d_lbeta(lbeta);
-  DevBuf<uint8_t> d_h(static_cast<size_t>(max_rows) * I), d_hs(static_cast<size_t>(max_rows) * I / 32);
+  DevBuf<uint8_t> d_h(static_cast<size_t>(max_rows) * I),
+      d_hs(static_cast<size_t>(max_rows) * I / 32);
   Fp8Gemm1Params p;
   p.w = folded->view();
   p.I = I;
@@ -264,8 +267,8 @@ void run_gemm1(const CaseOpts& c) {
   }
 
   char name[160];
-  snprintf(name, sizeof(name), "fp8 gemm1 I=%d K=%d E=%d pairs=%d tile_n=%d wgs=%d scales=%d", I,
-           K, E, pairs, c.tile_n, c.wgs, static_cast<int>(c.scales));
+  snprintf(name, sizeof(name), "fp8 gemm1 I=%d K=%d E=%d pairs=%d tile_n=%d wgs=%d scales=%d", I, K,
+           E, pairs, c.tile_n, c.wgs, static_cast<int>(c.scales));
   Compare cmp{name};
   int64_t codes_differ = 0, scale_differ = 0;
   std::vector<float> wd(static_cast<size_t>(2) * I * K);
@@ -311,7 +314,8 @@ void run_gemm1(const CaseOpts& c) {
           const double ref = ldexp(e4m3_to_float(ref_code), E8);
           const double step = std::fabs(ref) * 0.125 + ldexp(1.0, E8 + 1 - 9);
           const float g0 = gate[i], u0 = up[i];
-          const float eg = 1e-3f * static_cast<float>(gsum[i]), eu = 1e-3f * static_cast<float>(usum[i]);
+          const float eg = 1e-3f * static_cast<float>(gsum[i]),
+                      eu = 1e-3f * static_cast<float>(usum[i]);
           const double prop = std::fabs(situ_glu(g0 + eg, u0, beta[e], lbeta[e]) -
                                         situ_glu(g0 - eg, u0, beta[e], lbeta[e])) +
                               std::fabs(situ_glu(g0, u0 + eu, beta[e], lbeta[e]) -
@@ -385,8 +389,8 @@ void run_gemm2(const CaseOpts& c) {
     ASSERT_EQ(bits, 0xFFFFFFFFu) << "row past the last pair written: element " << i;
   }
   char name[160];
-  snprintf(name, sizeof(name), "fp8 gemm2 H=%d I=%d E=%d pairs=%d tile_n=%d wgs=%d scales=%d", H,
-           I, E, pairs, c.tile_n, c.wgs, static_cast<int>(c.scales));
+  snprintf(name, sizeof(name), "fp8 gemm2 H=%d I=%d E=%d pairs=%d tile_n=%d wgs=%d scales=%d", H, I,
+           E, pairs, c.tile_n, c.wgs, static_cast<int>(c.scales));
   Compare cmp{name};
   std::vector<float> wd(static_cast<size_t>(H) * I);
   for (int e = 0; e < E; ++e) {
@@ -539,10 +543,14 @@ void bench(const char* layout, int E, int I, int topk, int T) {
   std::vector<uint8_t> ascale(act.size() / 32);
   fill_bytes(&ascale, 4, 118, 9);
   DevBuf<uint8_t> d_xc(std::vector<uint8_t>(act.begin(), act.begin() + static_cast<size_t>(T) * H));
-  DevBuf<uint8_t> d_xs(std::vector<uint8_t>(ascale.begin(), ascale.begin() + static_cast<size_t>(T) * H / 32));
-  DevBuf<uint8_t> d_hc(std::vector<uint8_t>(act.begin(), act.begin() + static_cast<size_t>(pairs) * I));
-  DevBuf<uint8_t> d_hs(std::vector<uint8_t>(ascale.begin(), ascale.begin() + static_cast<size_t>(pairs) * I / 32));
-  DevBuf<uint8_t> d_hc_out(static_cast<size_t>(pairs) * I), d_hs_out(static_cast<size_t>(pairs) * I / 32);
+  DevBuf<uint8_t> d_xs(
+      std::vector<uint8_t>(ascale.begin(), ascale.begin() + static_cast<size_t>(T) * H / 32));
+  DevBuf<uint8_t> d_hc(
+      std::vector<uint8_t>(act.begin(), act.begin() + static_cast<size_t>(pairs) * I));
+  DevBuf<uint8_t> d_hs(
+      std::vector<uint8_t>(ascale.begin(), ascale.begin() + static_cast<size_t>(pairs) * I / 32));
+  DevBuf<uint8_t> d_hc_out(static_cast<size_t>(pairs) * I),
+      d_hs_out(static_cast<size_t>(pairs) * I / 32);
   DevBuf<float> d_y(static_cast<size_t>(pairs) * H);
   DevBuf<int32_t> d_off(off);
   std::vector<int32_t> xrow(pairs);
@@ -592,15 +600,17 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     CUDA_OK(launch_fp8_gemm1(p1, sms, 0));
     CUDA_OK(launch_fp8_gemm2(p2, sms, 0));
     CUDA_OK(cudaDeviceSynchronize());
-    const float t1 = median_us([&] { return launch_fp8_gemm1(p1, sms, 0); },
-                               flush.get(), flush_bytes, 10);
-    const float t2 = median_us([&] { return launch_fp8_gemm2(p2, sms, 0); },
-                               flush.get(), flush_bytes, 10);
+    const float t1 =
+        median_us([&] { return launch_fp8_gemm1(p1, sms, 0); }, flush.get(), flush_bytes, 10);
+    const float t2 =
+        median_us([&] { return launch_fp8_gemm2(p2, sms, 0); }, flush.get(), flush_bytes, 10);
     CUDA_OK(cudaGetLastError());
-    printf("BENCH fp8  %-8s E=%3d I=%4d T=%5d pairs=%6d wgs=%d tile_n=%3d | gemm1+mx %8.1f us %6.1f TFLOP/s | "
-           "gemm2 %8.1f us %6.1f TFLOP/s | sum %8.1f us %6.1f TFLOP/s\n",
-           layout, E, I, T, pairs, v[0], bn, t1, f1 / t1 * 1e-6, t2, f2 / t2 * 1e-6, t1 + t2,
-           (f1 + f2) / (t1 + t2) * 1e-6);
+    printf(
+        "BENCH fp8  %-8s E=%3d I=%4d T=%5d pairs=%6d wgs=%d tile_n=%3d | gemm1+mx %8.1f us %6.1f "
+        "TFLOP/s | "
+        "gemm2 %8.1f us %6.1f TFLOP/s | sum %8.1f us %6.1f TFLOP/s\n",
+        layout, E, I, T, pairs, v[0], bn, t1, f1 / t1 * 1e-6, t2, f2 / t2 * 1e-6, t1 + t2,
+        (f1 + f2) / (t1 + t2) * 1e-6);
   }
   // The BF16-MMA kernels (grouped_gemm.h, W4A16 / today's W4A8) on the same routing: MXFP4
   // prepacked weights are random bytes (a permutation of random bytes is random).
@@ -626,15 +636,17 @@ void bench(const char* layout, int E, int I, int topk, int T) {
     CUDA_OK(launch_gemm1(b1, sms, 0));
     CUDA_OK(launch_gemm2(b2, sms, 0));
     CUDA_OK(cudaDeviceSynchronize());
-    const float t1 = median_us([&] { return launch_gemm1(b1, sms, 0); },
-                               flush.get(), flush_bytes, 10);
-    const float t2 = median_us([&] { return launch_gemm2(b2, sms, 0); },
-                               flush.get(), flush_bytes, 10);
+    const float t1 =
+        median_us([&] { return launch_gemm1(b1, sms, 0); }, flush.get(), flush_bytes, 10);
+    const float t2 =
+        median_us([&] { return launch_gemm2(b2, sms, 0); }, flush.get(), flush_bytes, 10);
     CUDA_OK(cudaGetLastError());
-    printf("BENCH bf16 %-8s E=%3d I=%4d T=%5d pairs=%6d tile_n=auto | gemm1+mx %8.1f us %6.1f TFLOP/s | "
-           "gemm2 %8.1f us %6.1f TFLOP/s | sum %8.1f us %6.1f TFLOP/s\n",
-           layout, E, I, T, pairs, t1, f1 / t1 * 1e-6, t2, f2 / t2 * 1e-6, t1 + t2,
-           (f1 + f2) / (t1 + t2) * 1e-6);
+    printf(
+        "BENCH bf16 %-8s E=%3d I=%4d T=%5d pairs=%6d tile_n=auto | gemm1+mx %8.1f us %6.1f TFLOP/s "
+        "| "
+        "gemm2 %8.1f us %6.1f TFLOP/s | sum %8.1f us %6.1f TFLOP/s\n",
+        layout, E, I, T, pairs, t1, f1 / t1 * 1e-6, t2, f2 / t2 * 1e-6, t1 + t2,
+        (f1 + f2) / (t1 + t2) * 1e-6);
   }
 }
 

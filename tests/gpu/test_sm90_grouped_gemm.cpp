@@ -58,7 +58,8 @@ TEST(Sm90Prepack, RoundTripIsBitExact) {
 TEST(Sm90Prepack, FragmentOrderOfOneThread) {
   // Thread 37 (warp 1, g 1, t 1) of tile (0, 0): register 0 of k16 step 0 holds row 17,
   // k 2..3. Register 0's elements keep their bits where the BF16 pair wants them: the even
-  // element's mantissa, exponent and sign at word bits 6, 7, 8, 15, the odd one's at 22, 23, 24, 31.
+  // element's mantissa, exponent and sign at word bits 6, 7, 8, 15, the odd one's at 22, 23,
+  // 24, 31.
   const int rows = 64, k = 64;
   std::vector<uint8_t> packed(rows * k / 2, 0), scales(rows * k / 32, 127);
   packed[17 * 32 + 1] = 0x5A;  // row 17: k 2 = 0xA (exponent bit 1, sign), k 3 = 0x5
@@ -246,7 +247,7 @@ INSTANTIATE_TEST_SUITE_P(AllTiles, Sm90TileN, ::testing::Values(0, 16, 32, 64, 1
 // Rows per expert for the warp-specialized kernel's schedule: every width class (1..193 rows),
 // experts cut into several units (250, 700), an empty one.
 const std::vector<int> kEveryWidthRows = {1,   31,  33,  64,  65,  96,  97, 128,
-                                           129, 160, 161, 192, 193, 250, 0,  700};
+                                          129, 160, 161, 192, 193, 250, 0,  700};
 // A GEMM1 (out, depth: I, K) or GEMM2 (H, I) case of the warp-specialized kernel over those rows.
 template <class Case>
 Case ws_case(int out, int depth, uint64_t seed) {
@@ -386,7 +387,8 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
     const bool all = mode && (strcmp(mode, "all") == 0 || strcmp(mode, "check") == 0);
     const bool counts =
         (mode == nullptr || strcmp(mode, "0") != 0) && (all || I / 64 > kWsSlotWeightsMaxSteps);
-    EXPECT_EQ(counted.cap, counts ? 160 : 0) << "GEMM1 on the warp-specialized kernel counts at its cap";
+    EXPECT_EQ(counted.cap, counts ? 160 : 0)
+        << "GEMM1 on the warp-specialized kernel counts at its cap";
     if (counts) {
       EXPECT_EQ(counted.h_ready, d_ready.get());
     }
@@ -397,7 +399,8 @@ TEST(Sm90WarpSpecialized, Gemm2StartsUnderGemm1) {
     CUDA_OK(d_ready.download(&ready));
     for (int e = 0; e < E; ++e) {
       const int units = rows[e] ? ws_unit_count(rows[e], ws_unit_rows(rows[e], 160)) : 0;
-      EXPECT_EQ(ready[e], counts ? units * (2 * I / 64) : 0) << "expert " << e << " rows " << rows[e];
+      EXPECT_EQ(ready[e], counts ? units * (2 * I / 64) : 0)
+          << "expert " << e << " rows " << rows[e];
     }
 
     CapturedLaunch graph;

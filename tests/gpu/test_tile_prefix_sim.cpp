@@ -4,14 +4,13 @@
 // where the small-GEMM2 rule holds), must give the sPrefix and sSpan that build_tile_prefix gives
 // from the grouping's offsets, and both what a host loop gives. The GPU tests (Spec/
 // Sm90DecodeSplitK.*, test_gpu_moe_decode_spec) check the compiled kernels bit for bit.
-#include "block_sim.h"  // first: the intrinsics the device header calls
-
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "block_sim.h"  // first: the intrinsics the device header calls
 #include "sm90/tile_prefix.cuh"
 
 namespace {
@@ -30,16 +29,15 @@ struct Case {
 };
 
 void check_case(const Case& c, unsigned seed) {
-  SCOPED_TRACE(::testing::Message() << "E=" << c.E << " start=" << c.expert_start
-                                    << " pairs=" << c.pairs << " m_tiles=" << c.m_tiles
-                                    << " seed=" << seed);
+  SCOPED_TRACE(::testing::Message() << "E=" << c.E << " start=" << c.expert_start << " pairs="
+                                    << c.pairs << " m_tiles=" << c.m_tiles << " seed=" << seed);
   std::mt19937 gen(seed);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   std::vector<int32_t> ids(c.pairs);
   for (auto& id : ids) {
     if (u(gen) < c.local_share) {
       id = c.expert_start + static_cast<int>(u(gen) * c.E);  // a local expert
-    } else {  // -1, or another rank's expert
+    } else {                                                 // -1, or another rank's expert
       const int r = static_cast<int>(u(gen) * (c.total_experts + 1)) - 1;
       id = r >= c.expert_start && r < c.expert_start + c.E ? -1 : r;
     }
@@ -69,8 +67,8 @@ void check_case(const Case& c, unsigned seed) {
                                                       warp_sums.data(), span[0].data());
       } else {
         mxmoe::sm90::build_tile_prefix_from_ids<kBN, kThreads, kMaxE>(
-            p, ids.data(), c.pairs, c.expert_start, c.m_tiles, prefix[1].data(),
-            warp_sums.data(), span[1].data());
+            p, ids.data(), c.pairs, c.expert_start, c.m_tiles, prefix[1].data(), warp_sums.data(),
+            span[1].data());
       }
     });
   }
@@ -91,9 +89,9 @@ TEST(TilePrefixSim, Tp8Ep4DecodeSizes) {  // 224 of 896, a quarter of the picks 
 }
 TEST(TilePrefixSim, FullLayerAndCrowdedExperts) {
   check_case({896, 0, 896, 4096, 1, 1.0}, 6);   // every id local, several per thread chunk
-  check_case({3, 5, 8, 900, 2, 0.9}, 7);         // few experts, many rows each (multi-tile)
-  check_case({1, 0, 1, 1, 4, 1.0}, 8);           // one expert, one row
-  check_case({1000, 24, 1024, 64, 3, 0.5}, 9);   // more experts than threads x segments / 2
+  check_case({3, 5, 8, 900, 2, 0.9}, 7);        // few experts, many rows each (multi-tile)
+  check_case({1, 0, 1, 1, 4, 1.0}, 8);          // one expert, one row
+  check_case({1000, 24, 1024, 64, 3, 0.5}, 9);  // more experts than threads x segments / 2
 }
 TEST(TilePrefixSim, NoLocalPairs) { check_case({56, 112, 896, 32, 96, 0.0}, 10); }
 

@@ -22,7 +22,7 @@ struct Shape {
   int inter = 64;    // I
   int experts = 8;   // E
   int top_k = 2;
-  int shared = 1;    // num_shared_experts (shared width = shared * inter)
+  int shared = 1;  // num_shared_experts (shared width = shared * inter)
 };
 
 // Owns the bytes the MoeLayer views point into.
@@ -181,7 +181,8 @@ inline std::vector<double> mxfp8_round(const std::vector<double>& x) {
     uint8_t sb;
     int codes[32];
     oracle::quantize_block(xf, 448.0, oracle::e4m3_encode, &sb, codes);
-    for (int i = 0; i < 32; ++i) out[b + i] = oracle::e4m3_value(codes[i]) * std::ldexp(1.0, sb - 127);
+    for (int i = 0; i < 32; ++i)
+      out[b + i] = oracle::e4m3_value(codes[i]) * std::ldexp(1.0, sb - 127);
   }
   return out;
 }

@@ -36,8 +36,8 @@ struct Fp64Experts {
   }
 
   // One expert on one (unquantized) latent row.
-  std::vector<double> expert(int e, const std::vector<double>& x, mxmoe::ActMode mode,
-                             double beta, double lbeta, Path path) {
+  std::vector<double> expert(int e, const std::vector<double>& x, mxmoe::ActMode mode, double beta,
+                             double lbeta, Path path) {
     const int I = layer.cfg.moe_intermediate_size;
     const mxmoe::ExpertView& ex = layer.experts[e];
     const std::vector<double> xq = quant(x, mode);

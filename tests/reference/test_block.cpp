@@ -68,7 +68,9 @@ std::vector<double> block_fp64(const MoeLayer& L, const std::vector<uint16_t>& x
     // Latent, experts, RMSNorm, up-projection.
     auto lat = fixture::matvec(Wd, H, D, x);
     std::vector<float> latf(H);
-    for (int i = 0; i < H; ++i) latf[i] = static_cast<float>(fixture::bf16_round(mirror ? static_cast<float>(lat[i]) : lat[i]));
+    for (int i = 0; i < H; ++i)
+      latf[i] =
+          static_cast<float>(fixture::bf16_round(mirror ? static_cast<float>(lat[i]) : lat[i]));
     const auto r = ex.run(latf, 1, ids, w, k, mode, situ, 0, E, path);
     double ss = 0;
     for (double v : r) ss += v * v;
@@ -81,11 +83,11 @@ std::vector<double> block_fp64(const MoeLayer& L, const std::vector<uint16_t>& x
     const auto g = fixture::matvec(Sg, Is, D, x), u = fixture::matvec(Su, Is, D, x);
     std::vector<double> h(Is);
     for (int i = 0; i < Is; ++i)
-      h[i] = fixture::bf16_round(
-          mirror ? situ_glu(static_cast<float>(g[i]), static_cast<float>(u[i]), situ.beta,
-                            situ.linear_beta)
-                 : fixture::situ_double(g[i], u[i], c.activation_situ_beta,
-                                        c.activation_situ_linear_beta));
+      h[i] =
+          fixture::bf16_round(mirror ? situ_glu(static_cast<float>(g[i]), static_cast<float>(u[i]),
+                                                situ.beta, situ.linear_beta)
+                                     : fixture::situ_double(g[i], u[i], c.activation_situ_beta,
+                                                            c.activation_situ_linear_beta));
     const auto sh = fixture::matvec(Sd, D, Is, h);
     for (int i = 0; i < D; ++i) out.push_back(y[i] + sh[i]);
   }
@@ -97,7 +99,8 @@ struct Case {
 };
 
 TEST(Block, AgainstFp64Loops) {
-  const Case cases[] = {{128, 64, 64, 8, 2, 1, 1}, {256, 128, 64, 8, 4, 3, 2}, {128, 96, 64, 16, 3, 9, 1}};
+  const Case cases[] = {
+      {128, 64, 64, 8, 2, 1, 1}, {256, 128, 64, 8, 4, 3, 2}, {128, 96, 64, 16, 3, 9, 1}};
   uint32_t seed = 300;
   for (const Case& cs : cases)
     for (ActMode mode : {ActMode::kBf16, ActMode::kMxfp8}) {
@@ -114,8 +117,9 @@ TEST(Block, AgainstFp64Loops) {
       const auto mirror = block_fp64(tl->layer, x, cs.T, mode, Path::kMirror);
       const auto pure = block_fp64(tl->layer, x, cs.T, mode, Path::kPure);
       const double em = fixture::nrmse(out, mirror), ep = fixture::nrmse(out, pure);
-      std::printf("D=%d H=%d I=%d E=%d k=%d T=%d %s: block NRMSE vs mirror %.3g, vs pure fp64 %.3g\n",
-                  cs.D, cs.H, cs.I, cs.E, cs.k, cs.T, act_mode_name(mode), em, ep);
+      std::printf(
+          "D=%d H=%d I=%d E=%d k=%d T=%d %s: block NRMSE vs mirror %.3g, vs pure fp64 %.3g\n", cs.D,
+          cs.H, cs.I, cs.E, cs.k, cs.T, act_mode_name(mode), em, ep);
       EXPECT_LT(em, 1e-6);
       EXPECT_LT(ep, mode == ActMode::kBf16 ? 2e-3 : 2e-2);
     }
@@ -132,7 +136,8 @@ TEST(Block, MissingTensorsThrow) {
     reference_block(tb->layer, x.data(), 1, ActMode::kBf16, {}, out.data());
     ADD_FAILURE() << "missing shared_down accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("shared_experts.down_proj"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("shared_experts.down_proj"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -64,8 +64,7 @@ struct Workload {
   // reference_experts over the whole batch into `out` (resized to T x H).
   void run(ActMode mode, const SituParams& situ, ExpertRange ep, std::vector<float>* out) const {
     out->resize(static_cast<size_t>(T) * H);
-    reference_experts(tl->layer, x.data(), T, ids.data(), w.data(), k, mode, situ, ep,
-                      out->data());
+    reference_experts(tl->layer, x.data(), T, ids.data(), w.data(), k, mode, situ, ep, out->data());
   }
 };
 
@@ -108,8 +107,10 @@ TEST(Pieces, QuantizeActivationsMatchesIndependentQuantizers) {
     for (int t = 0; t < T; ++t) {
       std::vector<double> row(x.begin() + t * K, x.begin() + (t + 1) * K);
       std::vector<double> expect = row;
-      if (mode == ActMode::kMxfp8) expect = fixture::mxfp8_round(row);
-      else for (auto& v : expect) v = fixture::bf16_round(v);
+      if (mode == ActMode::kMxfp8)
+        expect = fixture::mxfp8_round(row);
+      else
+        for (auto& v : expect) v = fixture::bf16_round(v);
       for (int c = 0; c < K; ++c)
         ASSERT_EQ(static_cast<double>(q[t * K + c]), expect[c]) << t << "," << c;
     }
@@ -216,8 +217,8 @@ TEST(Experts, ExpertParallelRanges) {
       if (e < start || e >= end) sliced.experts[e] = ExpertView{};
     reference_experts(sliced, x.data(), T, ids.data(), w.data(), k, ActMode::kMxfp8, {},
                       {start, count}, part.data());
-    const auto expect = f.run(x, T, ids, w, k, ActMode::kMxfp8, {}, start, end - start,
-                              Path::kMirror);
+    const auto expect =
+        f.run(x, T, ids, w, k, ActMode::kMxfp8, {}, start, end - start, Path::kMirror);
     EXPECT_LT(fixture::nrmse(part, expect), 1e-6) << start;
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
   }
@@ -254,9 +255,8 @@ TEST(Experts, PerExpertBetas) {
     wl.run(mode, {}, {}, &d);
     EXPECT_LT(fixture::nrmse(a, f.run(wl.x, T, wl.ids, wl.w, k, mode, per, 0, E, Path::kMirror)),
               1e-6);
-    EXPECT_LT(
-        fixture::nrmse(b, f.run(wl.x, T, wl.ids, wl.w, k, mode, scalar, 0, E, Path::kMirror)),
-        1e-6);
+    EXPECT_LT(fixture::nrmse(b, f.run(wl.x, T, wl.ids, wl.w, k, mode, scalar, 0, E, Path::kMirror)),
+              1e-6);
     EXPECT_GT(fixture::nrmse(a, d), 1e-2);  // the parameters really change the result
     EXPECT_GT(fixture::nrmse(b, d), 1e-2);
   }
@@ -319,8 +319,8 @@ TEST(Experts, DeterministicAcrossThreadsAndBatches) {
   unsetenv("MXMOE_REF_THREADS");
   ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
   const int t = 23;
-  reference_experts(wl.tl->layer, &wl.x[t * H], 1, &wl.ids[t * k], &wl.w[t * k], k,
-                    ActMode::kMxfp8, {}, {}, one.data());
+  reference_experts(wl.tl->layer, &wl.x[t * H], 1, &wl.ids[t * k], &wl.w[t * k], k, ActMode::kMxfp8,
+                    {}, {}, one.data());
   ASSERT_EQ(0, std::memcmp(one.data(), &a[t * H], H * 4));
 }
 

@@ -57,19 +57,21 @@ TEST(Routing, MatchesBruteForceIncludingTies) {
         std::normal_distribution<float> n(0.0f, 2.0f);
         std::uniform_int_distribution<int> grid(-3, 3);
         std::vector<float> logits(static_cast<size_t>(T) * E), bias(E);
-        for (auto& l : logits)
-          l = variant == 0 ? n(rng) : variant == 3 ? 0.5f : 0.25f * grid(rng);
-        for (auto& b : bias) b = variant == 2 ? 0.125f * grid(rng) : variant == 0 ? 0.1f * n(rng) : 0.0f;
+        for (auto& l : logits) l = variant == 0 ? n(rng) : variant == 3 ? 0.5f : 0.25f * grid(rng);
+        for (auto& b : bias)
+          b = variant == 2 ? 0.125f * grid(rng) : variant == 0 ? 0.1f * n(rng) : 0.0f;
         const bool renorm = variant != 1;
         const float sf = variant == 2 ? 2.5f : 1.0f;
         RoutingConfig rc{E, k, renorm, sf};
         std::vector<int32_t> ids(static_cast<size_t>(T) * k);
         std::vector<float> w(ids.size());
-        route_kimi(logits.data(), variant == 1 ? nullptr : bias.data(), T, rc, ids.data(), w.data());
+        route_kimi(logits.data(), variant == 1 ? nullptr : bias.data(), T, rc, ids.data(),
+                   w.data());
         for (int t = 0; t < T; ++t) {
           std::vector<int> bi;
           std::vector<double> bw;
-          brute_force(&logits[t * E], variant == 1 ? nullptr : bias.data(), E, k, renorm, sf, &bi, &bw);
+          brute_force(&logits[t * E], variant == 1 ? nullptr : bias.data(), E, k, renorm, sf, &bi,
+                      &bw);
           double wsum = 0;
           for (int j = 0; j < k; ++j) {
             ASSERT_EQ(ids[t * k + j], bi[j]) << "E " << E << " k " << k << " variant " << variant;
@@ -123,7 +125,8 @@ TEST(Routing, RouterLogitsAgainstFp64) {
   for (int t = 0; t < T; ++t) {
     const std::vector<double> xt(xd.begin() + t * D, xd.begin() + (t + 1) * D);
     const auto l = fixture::matvec(Wg, E, D, xt);
-    for (int e = 0; e < E; ++e) ASSERT_EQ(logits[t * E + e], static_cast<float>(l[e])) << t << "," << e;
+    for (int e = 0; e < E; ++e)
+      ASSERT_EQ(logits[t * E + e], static_cast<float>(l[e])) << t << "," << e;
   }
   MoeLayer no_router = tl->layer;
   no_router.router = Bf16View{};

@@ -23,9 +23,9 @@ class UsageError : public Error {
 };
 
 struct FlagSpec {
-  std::string name;   // without the leading "--"
-  bool takes_value;   // false: a switch
-  std::string help;   // one line for the usage text, e.g. "DIR  checkpoint directory"
+  std::string name;  // without the leading "--"
+  bool takes_value;  // false: a switch
+  std::string help;  // one line for the usage text, e.g. "DIR  checkpoint directory"
 };
 
 class Args {

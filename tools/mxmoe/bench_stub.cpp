@@ -4,8 +4,6 @@
 
 namespace mxmoe::cli {
 
-int cmd_bench(int, char**) {
-  throw built_without_cuda("'mxmoe bench'");
-}
+int cmd_bench(int, char**) { throw built_without_cuda("'mxmoe bench'"); }
 
 }  // namespace mxmoe::cli

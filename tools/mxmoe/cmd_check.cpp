@@ -165,9 +165,11 @@ bool check_scope(const MoeLayer& layer, Scope scope, int tokens, int ep_start, i
                   bool enforced) {
     char nrmse[32];
     std::snprintf(nrmse, sizeof nrmse, "%.4f%%", st.nrmse * 100);
-    std::printf("%-7s %-8s %-6d %-9s %-11.7f %-10s %-10.3g %s\n", scope_s, backend, tokens,
-                against, st.cosine, nrmse, st.max_abs,
-                !enforced ? "info" : bar ? "PASS" : "FAIL");
+    std::printf("%-7s %-8s %-6d %-9s %-11.7f %-10s %-10.3g %s\n", scope_s, backend, tokens, against,
+                st.cosine, nrmse, st.max_abs,
+                !enforced ? "info"
+                : bar     ? "PASS"
+                          : "FAIL");
     if (enforced && !bar) ok = false;
   };
   for (const char* backend : {"w4a16", "w4a8"}) {
@@ -175,8 +177,8 @@ bool check_scope(const MoeLayer& layer, Scope scope, int tokens, int ep_start, i
     std::vector<float> out;
     run_on_cuda(q, backend, &out);
     if (progress)
-      std::fprintf(stderr, "mxmoe check: GPU %s %s %.3f s (weight upload on first use)\n",
-                   scope_s, backend, t.seconds());
+      std::fprintf(stderr, "mxmoe check: GPU %s %s %.3f s (weight upload on first use)\n", scope_s,
+                   backend, t.seconds());
     const std::vector<float> got = gather(out, width, rows);
     const bool w4a8 = std::string(backend) == "w4a8";
     const Stats same = compare(got, ref[w4a8 ? 1 : 0]);
@@ -203,8 +205,10 @@ int cmd_check(int argc, char** argv) {
   const std::vector<FlagSpec> specs = flags();
   Args a("check", specs, argc, argv, 2);
   if (a.help()) {
-    std::fputs(Args::usage("check", "compare the GPU MoE (both backends) with the CPU reference",
-                           specs).c_str(), stdout);
+    std::fputs(
+        Args::usage("check", "compare the GPU MoE (both backends) with the CPU reference", specs)
+            .c_str(),
+        stdout);
     return 0;
   }
   const std::string model = a.require_str("model");
@@ -229,21 +233,22 @@ int cmd_check(int argc, char** argv) {
                 std::to_string(ep_count) + " does not fit the " + std::to_string(cfg.num_experts) +
                 " experts of " + model);
   auto ckpt = Checkpoint::open(model);
-  const MoeLayer layer = load_moe_layer(*ckpt, cfg, layer_id,
-                                        want_block ? LayerScope::kBlock : LayerScope::kExperts);
+  const MoeLayer layer =
+      load_moe_layer(*ckpt, cfg, layer_id, want_block ? LayerScope::kBlock : LayerScope::kExperts);
   const int E = cfg.num_experts;
   if (progress)
-    std::fprintf(stderr, "mxmoe check: load %.2f s (%s layer %d: %d experts, hidden %d, latent "
-                         "%d, intermediate %d, top-%d)\n",
+    std::fprintf(stderr,
+                 "mxmoe check: load %.2f s (%s layer %d: %d experts, hidden %d, latent "
+                 "%d, intermediate %d, top-%d)\n",
                  t_load.seconds(), model.c_str(), layer_id, E, cfg.hidden_size,
                  cfg.routed_expert_hidden_size, cfg.moe_intermediate_size,
                  cfg.num_experts_per_token);
-  std::printf("mxmoe check: %s layer %d, %d tokens (up to %d checked on the CPU), experts scope "
-              "EP [%d, %d)\n",
-              model.c_str(), layer_id, tokens, sample, ep_start,
-              ep_count < 0 ? E : ep_start + ep_count);
-  std::printf("%-7s %-8s %-6s %-9s %-11s %-10s %-10s %s\n", "scope", "backend", "tokens",
-              "vs ref", "cosine", "NRMSE", "max abs", "bar");
+  std::printf(
+      "mxmoe check: %s layer %d, %d tokens (up to %d checked on the CPU), experts scope "
+      "EP [%d, %d)\n",
+      model.c_str(), layer_id, tokens, sample, ep_start, ep_count < 0 ? E : ep_start + ep_count);
+  std::printf("%-7s %-8s %-6s %-9s %-11s %-10s %-10s %s\n", "scope", "backend", "tokens", "vs ref",
+              "cosine", "NRMSE", "max abs", "bar");
   bool ok = true;
   if (want_experts)
     ok &= check_scope(layer, Scope::kExperts, tokens, ep_start, ep_count, sample, seed, progress);

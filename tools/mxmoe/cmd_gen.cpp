@@ -66,12 +66,12 @@ int cmd_gen(int argc, char** argv) {
 
   Timer t;
   const uint64_t bytes = write_synthetic_checkpoint(o);
-  std::printf("%s: %.1f MiB in %.1f s; %d MoE layer(s) from layer %d, %d experts (top-%d), "
-              "hidden %d, latent %d, intermediate %d, seed %llu\n",
-              o.out_dir.c_str(), bytes / 1048576.0, t.seconds(), o.num_layers,
-              c.first_k_dense_replace, c.num_experts, c.num_experts_per_token, c.hidden_size,
-              c.routed_expert_hidden_size, c.moe_intermediate_size,
-              static_cast<unsigned long long>(o.seed));
+  std::printf(
+      "%s: %.1f MiB in %.1f s; %d MoE layer(s) from layer %d, %d experts (top-%d), "
+      "hidden %d, latent %d, intermediate %d, seed %llu\n",
+      o.out_dir.c_str(), bytes / 1048576.0, t.seconds(), o.num_layers, c.first_k_dense_replace,
+      c.num_experts, c.num_experts_per_token, c.hidden_size, c.routed_expert_hidden_size,
+      c.moe_intermediate_size, static_cast<unsigned long long>(o.seed));
   return 0;
 }
 

@@ -64,9 +64,9 @@ int cmd_gen_input(int argc, char** argv) {
   const std::string model = a.require_str("model"), out = a.require_str("out");
   const int T = a.i32("tokens", 0, 0, 1 << 24);
   if (!a.has("tokens")) throw UsageError("missing required flag --tokens");
-  const Scope scope =
-      a.choice("scope", "experts", {"experts", "block"}) == "experts" ? Scope::kExperts
-                                                                       : Scope::kBlock;
+  const Scope scope = a.choice("scope", "experts", {"experts", "block"}) == "experts"
+                          ? Scope::kExperts
+                          : Scope::kBlock;
   const bool f32 = a.choice("dtype", "bf16", {"bf16", "f32"}) == "f32";
   Rng rng(a.u64("seed", 1));
 
@@ -83,7 +83,10 @@ int cmd_gen_input(int argc, char** argv) {
   std::vector<uint16_t> xb(f32 ? 0 : n);
   for (size_t i = 0; i < n; ++i) {
     const float v = static_cast<float>(rng.normal());
-    if (f32) xf[i] = v; else xb[i] = float_to_bf16(v);
+    if (f32)
+      xf[i] = v;
+    else
+      xb[i] = float_to_bf16(v);
   }
   SafetensorsWriter w;
   if (f32)

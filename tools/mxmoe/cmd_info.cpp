@@ -59,17 +59,17 @@ struct LayerSummary {
 };
 
 void print_stats_header() {
-  std::printf("  %-6s %-6s %7s %10s %11s %11s %12s %12s %s\n", "layer", "matrix", "experts",
-              "rows", "exp-min", "exp-max", "spread-max", "spread-mean", "rows>14");
+  std::printf("  %-6s %-6s %7s %10s %11s %11s %12s %12s %s\n", "layer", "matrix", "experts", "rows",
+              "exp-min", "exp-max", "spread-max", "spread-mean", "rows>14");
 }
 
 void print_stats(const char* who, const char* matrix, int experts, const ScaleSpreadStats& s,
                  const std::string& extra) {
   const double pct = s.rows ? 100.0 * s.rows_outside_window / s.rows : 0.0;
   std::printf("  %-6s %-6s %7d %10lld %11d %11d %12d %12.3f %lld (%.3f%%)%s\n", who, matrix,
-              experts, static_cast<long long>(s.rows), s.min_exponent - 127,
-              s.max_exponent - 127, s.max_row_spread, s.mean_row_spread,
-              static_cast<long long>(s.rows_outside_window), pct, extra.c_str());
+              experts, static_cast<long long>(s.rows), s.min_exponent - 127, s.max_exponent - 127,
+              s.max_row_spread, s.mean_row_spread, static_cast<long long>(s.rows_outside_window),
+              pct, extra.c_str());
 }
 
 }  // namespace
@@ -91,14 +91,15 @@ int cmd_info(int argc, char** argv) {
   std::unique_ptr<Checkpoint> ckpt = Checkpoint::open(dir);
 
   std::printf("checkpoint %s\n", dir.c_str());
-  std::printf("config: hidden %d, latent %d, intermediate %d, %d routed experts (top-%d, %s, "
-              "renormalize %s, scale %g), %d shared, %d layers (MoE from %d), situ beta %g "
-              "linear_beta %g, rms_norm_eps %g\n",
-              cfg.hidden_size, cfg.routed_expert_hidden_size, cfg.moe_intermediate_size,
-              cfg.num_experts, cfg.num_experts_per_token, cfg.moe_router_activation_func.c_str(),
-              cfg.moe_renormalize ? "yes" : "no", cfg.routed_scaling_factor,
-              cfg.num_shared_experts, cfg.num_hidden_layers, cfg.first_k_dense_replace,
-              cfg.activation_situ_beta, cfg.activation_situ_linear_beta, cfg.rms_norm_eps);
+  std::printf(
+      "config: hidden %d, latent %d, intermediate %d, %d routed experts (top-%d, %s, "
+      "renormalize %s, scale %g), %d shared, %d layers (MoE from %d), situ beta %g "
+      "linear_beta %g, rms_norm_eps %g\n",
+      cfg.hidden_size, cfg.routed_expert_hidden_size, cfg.moe_intermediate_size, cfg.num_experts,
+      cfg.num_experts_per_token, cfg.moe_router_activation_func.c_str(),
+      cfg.moe_renormalize ? "yes" : "no", cfg.routed_scaling_factor, cfg.num_shared_experts,
+      cfg.num_hidden_layers, cfg.first_k_dense_replace, cfg.activation_situ_beta,
+      cfg.activation_situ_linear_beta, cfg.rms_norm_eps);
 
   std::map<int, LayerSummary> layers;
   int64_t other_tensors = 0;
@@ -129,8 +130,9 @@ int cmd_info(int argc, char** argv) {
     throw Error("--layer " + std::to_string(only_layer) + ": no MoE tensors of that layer in " +
                 dir);
 
-  std::printf("MXFP4 scale exponents (unbiased; spread = max - min along a weight row; rows>14 "
-              "do not fold into E4M3 with one offset per row)\n");
+  std::printf(
+      "MXFP4 scale exponents (unbiased; spread = max - min along a weight row; rows>14 "
+      "do not fold into E4M3 with one offset per row)\n");
   print_stats_header();
   const char* names[3] = {"w1", "w3", "w2"};
   for (const auto& [l, summary] : layers) {
@@ -153,14 +155,12 @@ int cmd_info(int argc, char** argv) {
           worst_rows = one.rows_outside_window;
           worst = e;
         }
-        if (per_expert)
-          print_stats(("e" + std::to_string(e)).c_str(), names[m], 1, one, "");
+        if (per_expert) print_stats(("e" + std::to_string(e)).c_str(), names[m], 1, one, "");
       }
       print_stats(std::to_string(l).c_str(), names[m], n, agg,
-                  worst >= 0 && worst_rows > 0
-                      ? "  worst expert " + std::to_string(worst) + " (" +
-                            std::to_string(worst_rows) + " rows)"
-                      : "");
+                  worst >= 0 && worst_rows > 0 ? "  worst expert " + std::to_string(worst) + " (" +
+                                                     std::to_string(worst_rows) + " rows)"
+                                               : "");
       // The spread histogram says how far past the window the outliers go, which decides the
       // fallback a kernel needs (a second offset per K block, or BF16).
       std::string hist;

@@ -33,9 +33,9 @@ int cmd_run(int argc, char** argv) {
   const std::vector<FlagSpec> specs = flags();
   Args a("run", specs, argc, argv, 2);
   if (a.help()) {
-    std::fputs(Args::usage("run", "run one MoE layer of a checkpoint on an input file", specs)
-                   .c_str(),
-               stdout);
+    std::fputs(
+        Args::usage("run", "run one MoE layer of a checkpoint on an input file", specs).c_str(),
+        stdout);
     return 0;
   }
   const RunOptions o = parse_run_options(a);
@@ -72,8 +72,8 @@ int cmd_run(int argc, char** argv) {
     run_on_cuda(q, o.backend, &out);
   const double compute_s = t_compute.seconds();
   if (progress)
-    std::fprintf(stderr, "mxmoe run: compute %.3f s (scope %s, act %s, device %s%s%s)\n",
-                 compute_s, scope_name(q.scope), act_mode_name(q.act), device.c_str(),
+    std::fprintf(stderr, "mxmoe run: compute %.3f s (scope %s, act %s, device %s%s%s)\n", compute_s,
+                 scope_name(q.scope), act_mode_name(q.act), device.c_str(),
                  device == "cuda" ? ", backend " : "", device == "cuda" ? o.backend.c_str() : "");
 
   // A non-finite output is never a valid result of finite inputs: fail rather than write it.
@@ -103,8 +103,8 @@ int cmd_run(int argc, char** argv) {
     meta["ep_count"] = std::to_string(q.range.count);
   }
   write_run_output(output, out, q.tokens, width, meta);
-  if (progress) std::fprintf(stderr, "mxmoe run: write %.3f s (%s)\n", t_write.seconds(),
-                             output.c_str());
+  if (progress)
+    std::fprintf(stderr, "mxmoe run: write %.3f s (%s)\n", t_write.seconds(), output.c_str());
   std::printf("out [%d, %d] F32: sum %.9g, sum|x| %.9g, max|x| %.9g, compute %.3f s\n", q.tokens,
               width, sum, abs_sum, max_abs, compute_s);
   return 0;

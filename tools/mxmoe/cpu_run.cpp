@@ -38,8 +38,7 @@ void run_on_cpu(const RunRequest& req, bool progress, std::vector<float>* out) {
     }
     if (progress && t0 + n < T && timer.seconds() - last_report > 5.0) {
       last_report = timer.seconds();
-      std::fprintf(stderr, "mxmoe run: computed %d/%d tokens (%.1f s)\n", t0 + n, T,
-                   last_report);
+      std::fprintf(stderr, "mxmoe run: computed %d/%d tokens (%.1f s)\n", t0 + n, T, last_report);
     }
   }
 }

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "device_run.h"
-#include "mxmoe/formats.h"
 #include "io.h"
+#include "mxmoe/formats.h"
 #include "mxmoe/moe.h"
 #include "smxx/block_ops.h"
 
@@ -67,7 +67,6 @@ const PreparedWeights* prepared_for(const MoeLayer& layer, int start, int count)
   return c.w;
 }
 
-
 void cublas_check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
     throw Error(std::string("--device cuda: cuBLAS ") + what + " failed (status " +
@@ -110,7 +109,8 @@ void require_bf16(const Bf16View& v, int rows, int cols, const char* name) {
 void run_block(const RunRequest& req, Backend backend, std::vector<float>* out) {
   const MoeLayer& layer = *req.layer;
   const ModelConfig& cfg = layer.cfg;
-  if (!layer.has_block) throw Error("--device cuda --scope block: layer loaded without block tensors");
+  if (!layer.has_block)
+    throw Error("--device cuda --scope block: layer loaded without block tensors");
   const int T = req.tokens, D = cfg.hidden_size, L = cfg.routed_expert_hidden_size;
   const int E = cfg.num_experts, k = cfg.num_experts_per_token, Is = cfg.shared_intermediate_size();
   require_bf16(layer.router, E, D, "gate.weight");
@@ -140,8 +140,9 @@ void run_block(const RunRequest& req, Backend backend, std::vector<float>* out) 
                     : nullptr;
   void* ddown = upload(keep, layer.latent_down.data, static_cast<size_t>(L) * D, "down_proj")->p;
   void* dup = upload(keep, layer.latent_up.data, static_cast<size_t>(D) * L, "up_proj")->p;
-  void* dnorm = layer.latent_norm ? upload(keep, layer.latent_norm, static_cast<size_t>(L), "norm")->p
-                                  : nullptr;
+  void* dnorm = layer.latent_norm
+                    ? upload(keep, layer.latent_norm, static_cast<size_t>(L), "norm")->p
+                    : nullptr;
   DevMem logits(static_cast<size_t>(T) * E * 4, "logits"), latent(TL * 2, "latent");
   DevMem routed(TL * 4, "routed"), normed(TL * 2, "normed"), dout(TD * 4, "out");
   DevMem db(req.situ.per_expert_beta ? E * 4 : 0, "per-expert beta");
@@ -181,29 +182,30 @@ void run_block(const RunRequest& req, Backend backend, std::vector<float>* out) 
   const Status s = run_moe(w, p, nullptr);
   if (!s.ok()) throw Error("--device cuda: " + s.message());
 
-  cuda_check(smxx::launch_rmsnorm_bf16(static_cast<const float*>(routed.p),
-                                       static_cast<const uint16_t*>(dnorm), T, L,
-                                       cfg.rms_norm_eps, cfg.latent_moe_use_norm,
-                                       static_cast<uint16_t*>(normed.p), nullptr),
-             "rmsnorm kernel");
+  cuda_check(
+      smxx::launch_rmsnorm_bf16(static_cast<const float*>(routed.p),
+                                static_cast<const uint16_t*>(dnorm), T, L, cfg.rms_norm_eps,
+                                cfg.latent_moe_use_norm, static_cast<uint16_t*>(normed.p), nullptr),
+      "rmsnorm kernel");
   gemm_nt(cb.h, normed.p, dup, dout.p, T, D, L, false, "latent up-projection");
   if (Is > 0) {
     void* dsg = upload(keep, layer.shared_gate.data, static_cast<size_t>(Is) * D, "shared gate")->p;
     void* dsu = upload(keep, layer.shared_up.data, static_cast<size_t>(Is) * D, "shared up")->p;
     void* dsd = upload(keep, layer.shared_down.data, static_cast<size_t>(D) * Is, "shared down")->p;
-    DevMem g(TI * 4, "shared g"), u(TI * 4, "shared u"), h(TI * 2, "shared h"), sh(TD * 4, "shared");
+    DevMem g(TI * 4, "shared g"), u(TI * 4, "shared u"), h(TI * 2, "shared h"),
+        sh(TD * 4, "shared");
     gemm_nt(cb.h, dx, dsg, g.p, T, Is, D, false, "shared gate");
     gemm_nt(cb.h, dx, dsu, u.p, T, Is, D, false, "shared up");
-    cuda_check(smxx::launch_situ_bf16(static_cast<const float*>(g.p),
-                                      static_cast<const float*>(u.p), TI,
-                                      static_cast<float>(cfg.activation_situ_beta),
-                                      static_cast<float>(cfg.activation_situ_linear_beta),
-                                      static_cast<uint16_t*>(h.p), nullptr),
-               "situ kernel");
+    cuda_check(
+        smxx::launch_situ_bf16(static_cast<const float*>(g.p), static_cast<const float*>(u.p), TI,
+                               static_cast<float>(cfg.activation_situ_beta),
+                               static_cast<float>(cfg.activation_situ_linear_beta),
+                               static_cast<uint16_t*>(h.p), nullptr),
+        "situ kernel");
     gemm_nt(cb.h, h.p, dsd, sh.p, T, D, Is, false, "shared down");
-    cuda_check(smxx::launch_add(static_cast<float*>(dout.p), static_cast<const float*>(sh.p), TD,
-                                nullptr),
-               "add kernel");
+    cuda_check(
+        smxx::launch_add(static_cast<float*>(dout.p), static_cast<const float*>(sh.p), TD, nullptr),
+        "add kernel");
     cuda_check(cudaDeviceSynchronize(), "block (shared experts)");
   }
   cuda_check(cudaDeviceSynchronize(), "block");
@@ -259,16 +261,18 @@ void run_on_cuda(const RunRequest& req, const std::string& backend_str, std::vec
   DevMem db(req.situ.per_expert_beta ? E * 4 : 0, "per-expert beta");
   DevMem dlb(req.situ.per_expert_linear_beta ? E * 4 : 0, "per-expert linear_beta");
   cuda_check(cudaMemcpy(dx.p, xhost, xbytes, cudaMemcpyHostToDevice), "upload hidden_states");
-  cuda_check(cudaMemcpy(dids.p, req.topk_ids.data(), req.topk_ids.size() * 4,
-                        cudaMemcpyHostToDevice), "upload topk_ids");
+  cuda_check(
+      cudaMemcpy(dids.p, req.topk_ids.data(), req.topk_ids.size() * 4, cudaMemcpyHostToDevice),
+      "upload topk_ids");
   cuda_check(cudaMemcpy(dw.p, req.topk_weights.data(), req.topk_weights.size() * 4,
-                        cudaMemcpyHostToDevice), "upload topk_weights");
+                        cudaMemcpyHostToDevice),
+             "upload topk_weights");
   if (db.p)
     cuda_check(cudaMemcpy(db.p, req.situ.per_expert_beta, E * 4, cudaMemcpyHostToDevice),
                "upload per-expert beta");
   if (dlb.p)
-    cuda_check(cudaMemcpy(dlb.p, req.situ.per_expert_linear_beta, E * 4,
-                          cudaMemcpyHostToDevice), "upload per-expert linear_beta");
+    cuda_check(cudaMemcpy(dlb.p, req.situ.per_expert_linear_beta, E * 4, cudaMemcpyHostToDevice),
+               "upload per-expert linear_beta");
 
   MoeRunParams p;
   p.num_tokens = T;

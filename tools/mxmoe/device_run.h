@@ -24,8 +24,8 @@ struct RunRequest {
   // input's exact values (a BF16 input converted exactly); x_is_bf16 says which dtype it came in.
   std::vector<float> x;
   bool x_is_bf16 = true;
-  std::vector<int32_t> topk_ids;      // scope experts: [T, k]
-  std::vector<float> topk_weights;    // scope experts: [T, k]
+  std::vector<int32_t> topk_ids;    // scope experts: [T, k]
+  std::vector<float> topk_weights;  // scope experts: [T, k]
   int top_k = 0;
   ExpertRange range;
   SituParams situ;

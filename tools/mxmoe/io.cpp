@@ -28,8 +28,8 @@ const TensorView& require(const SafetensorsFile& f, const std::string& name,
 // Checks rank 2 and, where given (>= 0), each dimension. Returns the rows.
 int64_t check_2d(const TensorView& t, const std::string& path, int64_t rows, int64_t cols,
                  const std::string& expect) {
-  bool ok = t.shape.size() == 2 && (rows < 0 || t.shape[0] == rows) &&
-            (cols < 0 || t.shape[1] == cols);
+  bool ok =
+      t.shape.size() == 2 && (rows < 0 || t.shape[0] == rows) && (cols < 0 || t.shape[1] == cols);
   if (!ok)
     throw Error(where(path, t.name) + " has shape " + t.shape_str() + ", expected " + expect);
   return t.shape[0];
@@ -69,8 +69,7 @@ int scope_width(const ModelConfig& cfg, Scope s) {
   return s == Scope::kExperts ? cfg.routed_expert_hidden_size : cfg.hidden_size;
 }
 
-void read_run_input(const std::string& path, const ModelConfig& cfg, Scope scope,
-                    RunRequest* req) {
+void read_run_input(const std::string& path, const ModelConfig& cfg, Scope scope, RunRequest* req) {
   std::unique_ptr<SafetensorsFile> f = SafetensorsFile::open(path);
   const int width = scope_width(cfg, scope);
   const std::string wname = scope == Scope::kExperts ? "routed_expert_hidden_size" : "hidden_size";
@@ -116,8 +115,8 @@ void read_run_input(const std::string& path, const ModelConfig& cfg, Scope scope
   const int64_t k = ids.shape[1];
   if (k < 1) throw Error(where(path, "topk_ids") + " has top-k 0, expected at least 1");
   if (k > cfg.num_experts)
-    throw Error(where(path, "topk_ids") + " has top-k " + std::to_string(k) +
-                ", larger than the " + std::to_string(cfg.num_experts) + " experts");
+    throw Error(where(path, "topk_ids") + " has top-k " + std::to_string(k) + ", larger than the " +
+                std::to_string(cfg.num_experts) + " experts");
   check_2d(w, path, T, k, "[" + t_str + ", " + std::to_string(k) + "] (the shape of topk_ids)");
 
   req->top_k = static_cast<int>(k);
@@ -128,8 +127,7 @@ void read_run_input(const std::string& path, const ModelConfig& cfg, Scope scope
     if (id < -1 || id >= cfg.num_experts) {
       std::ostringstream os;
       os << where(path, "topk_ids") << ": id " << id << " at [" << i / k << ", " << i % k
-         << "] is outside [-1, " << cfg.num_experts << ") (num_experts " << cfg.num_experts
-         << ")";
+         << "] is outside [-1, " << cfg.num_experts << ") (num_experts " << cfg.num_experts << ")";
       throw Error(os.str());
     }
   }
@@ -143,16 +141,16 @@ std::vector<uint16_t> hidden_states_bf16(const RunRequest& req) {
     b[i] = float_to_bf16(req.x[i]);
     if (!std::isfinite(bf16_to_float(b[i]))) {
       std::ostringstream os;
-      os << "input tensor 'hidden_states': F32 value " << req.x[i] << " at [" << i / width
-         << ", " << i % width << "] overflows BF16";
+      os << "input tensor 'hidden_states': F32 value " << req.x[i] << " at [" << i / width << ", "
+         << i % width << "] overflows BF16";
       throw Error(os.str());
     }
   }
   return b;
 }
 
-void write_run_output(const std::string& path, const std::vector<float>& out, int tokens,
-                      int width, const std::map<std::string, std::string>& metadata) {
+void write_run_output(const std::string& path, const std::vector<float>& out, int tokens, int width,
+                      const std::map<std::string, std::string>& metadata) {
   if (out.size() != static_cast<size_t>(tokens) * width)
     throw Error(path + ": internal error: output has " + std::to_string(out.size()) +
                 " values, expected " + std::to_string(static_cast<size_t>(tokens) * width));

@@ -26,14 +26,13 @@ int scope_width(const ModelConfig& cfg, Scope s);
 
 // Fills req->tokens, x, x_is_bf16 and (experts scope) topk_ids / topk_weights / top_k.
 // Writes a one-line note to stderr for tensors the scope ignores.
-void read_run_input(const std::string& path, const ModelConfig& cfg, Scope scope,
-                    RunRequest* req);
+void read_run_input(const std::string& path, const ModelConfig& cfg, Scope scope, RunRequest* req);
 
 // The input's hidden states as BF16 bits (block scope runs on BF16 x, as the model does): exact
 // for a BF16 input, round-to-nearest-even for an F32 one.
 std::vector<uint16_t> hidden_states_bf16(const RunRequest& req);
 
-void write_run_output(const std::string& path, const std::vector<float>& out, int tokens,
-                      int width, const std::map<std::string, std::string>& metadata);
+void write_run_output(const std::string& path, const std::vector<float>& out, int tokens, int width,
+                      const std::map<std::string, std::string>& metadata);
 
 }  // namespace mxmoe::cli

@@ -28,7 +28,7 @@ RunOptions parse_run_options(const Args& a) {
   o.input = a.require_str("input");
   o.layer = a.i32("layer", -1, 0, 1 << 20);
   o.scope = a.choice("scope", "experts", {"experts", "block"}) == "experts" ? Scope::kExperts
-                                                                           : Scope::kBlock;
+                                                                            : Scope::kBlock;
   // The act/backend pairing: each names the same numerics, one for the CPU reference, one for
   // the GPU kernels.
   const bool has_act = a.has("act"), has_backend = a.has("backend");
@@ -36,7 +36,8 @@ RunOptions parse_run_options(const Args& a) {
   const std::string backend = a.choice("backend", "w4a8", {"w4a8", "w4a16"});
   const std::string act_of_backend = backend == "w4a8" ? "mxfp8" : "bf16";
   if (has_act && has_backend && act != act_of_backend)
-    throw UsageError("--act " + act + " conflicts with --backend " + backend + " (w4a8 runs mxfp8, "
+    throw UsageError("--act " + act + " conflicts with --backend " + backend +
+                     " (w4a8 runs mxfp8, "
                      "w4a16 runs bf16)");
   const std::string chosen = has_backend && !has_act ? act_of_backend : act;
   o.act = chosen == "mxfp8" ? ActMode::kMxfp8 : ActMode::kBf16;
@@ -45,8 +46,9 @@ RunOptions parse_run_options(const Args& a) {
   o.ep_start = a.i32("ep-start", 0, 0, 1 << 30);
   o.ep_count = a.i32("ep-count", -1, 1, 1 << 30);
   if (o.scope == Scope::kBlock && (a.has("ep-start") || a.has("ep-count")))
-    throw UsageError("--ep-start/--ep-count apply to --scope experts only (the block's RMSNorm "
-                     "needs every expert's sum)");
+    throw UsageError(
+        "--ep-start/--ep-count apply to --scope experts only (the block's RMSNorm "
+        "needs every expert's sum)");
   o.has_beta = a.has("beta");
   o.has_linear_beta = a.has("linear-beta");
   o.beta = a.f64("beta", 0.0);

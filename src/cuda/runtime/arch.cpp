@@ -49,8 +49,7 @@ Status device_capability(int device, int* major, int* minor) {
 Status check_architecture(int major, int minor) {
   if (major == 9 && minor == 0) return Status::Ok();
   return Status::Fail("unsupported architecture sm_" + std::to_string(major) +
-                      std::to_string(minor) +
-                      ": mxmoe's kernels are built for sm_90a (Hopper)");
+                      std::to_string(minor) + ": mxmoe's kernels are built for sm_90a (Hopper)");
 }
 
 }  // namespace mxmoe::runtime

@@ -13,13 +13,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <cstdlib>
-#include <cstring>
 
 #include "mxmoe/moe.h"
 #include "mxmoe/weight_layout.h"
@@ -47,8 +46,8 @@ std::string check_view(const Mxfp4View& v, int rows, int k, int expert, const ch
   const size_t n = v.scale_bytes();
   for (size_t i = 0; i < n; ++i)
     if (v.scales[i] == 255)
-      return where + ": NaN scale byte 255 at row " + std::to_string(i / (k / 32)) +
-             ", block " + std::to_string(i % (k / 32));
+      return where + ": NaN scale byte 255 at row " + std::to_string(i / (k / 32)) + ", block " +
+             std::to_string(i % (k / 32));
   return std::string();
 }
 
@@ -125,8 +124,14 @@ void free_all(PreparedWeights* w) {
 
 const char* backend_name(Backend b) { return b == Backend::kW4A16 ? "w4a16" : "w4a8"; }
 bool backend_from_name(const std::string& s, Backend* out) {
-  if (s == "w4a16") { *out = Backend::kW4A16; return true; }
-  if (s == "w4a8") { *out = Backend::kW4A8; return true; }
+  if (s == "w4a16") {
+    *out = Backend::kW4A16;
+    return true;
+  }
+  if (s == "w4a8") {
+    *out = Backend::kW4A8;
+    return true;
+  }
   return false;
 }
 
@@ -202,9 +207,9 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
       e != cudaSuccess || w->num_sms < 1) {
     delete w;
     if (prev >= 0) cudaSetDevice(prev);
-    return Status::Fail(cuda_msg("cannot read the SM count of CUDA device " +
-                                     std::to_string(device),
-                                 e != cudaSuccess ? e : cudaErrorInvalidDevice));
+    return Status::Fail(
+        cuda_msg("cannot read the SM count of CUDA device " + std::to_string(device),
+                 e != cudaSuccess ? e : cudaErrorInvalidDevice));
   }
 
   const size_t p13 = sm90::prepacked_packed_bytes(2 * I, H);
@@ -214,8 +219,8 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
   w->weight_bytes = (p13 + s13 + p2 + s2) * count;
   const int fp8_override = fp8_path_override();
   const bool want_fold = fp8_override != 0 ? fp8_override > 0 : opt.fp8_prefill_weights;
-  const bool fold = opt.backend == Backend::kW4A8 && want_fold &&
-                    H % sm90::kFoldTileK == 0 && I % sm90::kFoldTileK == 0;
+  const bool fold = opt.backend == Backend::kW4A8 && want_fold && H % sm90::kFoldTileK == 0 &&
+                    I % sm90::kFoldTileK == 0;
   const size_t f13 = static_cast<size_t>(2) * I * H, f2 = static_cast<size_t>(H) * I;
   cudaError_t err = cudaMalloc(&w->w13_packed, p13 * count);
   if (err == cudaSuccess) err = cudaMalloc(&w->w13_scales, s13 * count);
@@ -224,9 +229,11 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
   if (fold) {
     w->fp8_bytes = (f13 + f2) * count + static_cast<size_t>(2 * I + H) * count * 4;
     if (err == cudaSuccess) err = cudaMalloc(&w->fp8_w13.w, f13 * count);
-    if (err == cudaSuccess) err = cudaMalloc(&w->fp8_w13.row_exp, static_cast<size_t>(2) * I * count * 4);
+    if (err == cudaSuccess)
+      err = cudaMalloc(&w->fp8_w13.row_exp, static_cast<size_t>(2) * I * count * 4);
     if (err == cudaSuccess) err = cudaMalloc(&w->fp8_w2.w, f2 * count);
-    if (err == cudaSuccess) err = cudaMalloc(&w->fp8_w2.row_exp, static_cast<size_t>(H) * count * 4);
+    if (err == cudaSuccess)
+      err = cudaMalloc(&w->fp8_w2.row_exp, static_cast<size_t>(H) * count * 4);
   }
   if (err != cudaSuccess) {
     const std::string msg = cuda_msg(
@@ -255,7 +262,8 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
       next = count;
       return;
     }
-    std::vector<uint8_t> fp(static_cast<size_t>(2) * I * H / 2), fs(static_cast<size_t>(2) * I * H / 32);
+    std::vector<uint8_t> fp(static_cast<size_t>(2) * I * H / 2),
+        fs(static_cast<size_t>(2) * I * H / 32);
     std::vector<uint8_t> pp(std::max(p13, p2)), ps(std::max(s13, s2));
     sm90::Fp8FoldedMatrix folded;
     // Folds one matrix and uploads its fold-0 codes and exponents (expert i of the set).
@@ -268,7 +276,8 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
         e = cudaMemcpy(dst->row_exp + static_cast<size_t>(rows) * i, folded.row_exp.data(),
                        static_cast<size_t>(rows) * 4, cudaMemcpyHostToDevice);
       if (e != cudaSuccess)
-        throw Error(cuda_msg("upload of the FP8 fold of expert " + std::to_string(opt.expert_start + i), e));
+        throw Error(cuda_msg(
+            "upload of the FP8 fold of expert " + std::to_string(opt.expert_start + i), e));
       meta->tile_extra = folded.tile_extra;
       meta->extra_w = folded.extra_w;
       meta->extra_exp = folded.extra_exp;
@@ -293,8 +302,8 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
         }
         if (e == cudaSuccess)
           e = cudaMemcpy(w->w2_scales + s2 * i, ps.data(), s2, cudaMemcpyHostToDevice);
-        if (e != cudaSuccess) throw Error(cuda_msg("upload of expert " +
-                                                   std::to_string(opt.expert_start + i), e));
+        if (e != cudaSuccess)
+          throw Error(cuda_msg("upload of expert " + std::to_string(opt.expert_start + i), e));
       } catch (const std::exception& ex) {
         std::lock_guard<std::mutex> lock(mu);
         if (failure.empty()) failure = ex.what();
@@ -302,7 +311,8 @@ Status prepare_weights_raw(const Mxfp4View* w1, const Mxfp4View* w3, const Mxfp4
       }
     }
   };
-  const int nthreads = static_cast<int>(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
+  const int nthreads =
+      static_cast<int>(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
   std::vector<std::thread> pool;
   for (int t = 0; t < std::min(nthreads, count); ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();

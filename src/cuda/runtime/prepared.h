@@ -25,7 +25,7 @@ struct Fp8DeviceWeights {
   uint8_t* w = nullptr;
   int32_t* row_exp = nullptr;
   int32_t* extra_begin = nullptr;
-  uint8_t* extra_w = nullptr;    // null when no tile needs an extra fold
+  uint8_t* extra_w = nullptr;  // null when no tile needs an extra fold
   int32_t* extra_exp = nullptr;
 };
 

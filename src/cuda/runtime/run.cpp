@@ -40,22 +40,22 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // The workspace's pieces, carved in this order from one buffer.
 struct Carve {
-  __nv_bfloat16* xq;   // [max_tokens, H]
-  int32_t* ids;        // [P]   (GPU routing)
-  float* weights;      // [P]
-  int32_t* scratch;    // group scratch
-  int32_t* offsets;    // [E + 1]
-  int32_t* x_row;      // [P]
-  float* row_weight;   // [P]
-  int32_t* pair_pos;   // [P]
-  int32_t* out_token;  // [P]
+  __nv_bfloat16* xq;        // [max_tokens, H]
+  int32_t* ids;             // [P]   (GPU routing)
+  float* weights;           // [P]
+  int32_t* scratch;         // group scratch
+  int32_t* offsets;         // [E + 1]
+  int32_t* x_row;           // [P]
+  float* row_weight;        // [P]
+  int32_t* pair_pos;        // [P]
+  int32_t* out_token;       // [P]
   int32_t* expert_has_out;  // [E]
-  float* beta;         // [E]
-  float* linear_beta;  // [E]
-  int32_t* h_ready;    // [E] GEMM1's finished tiles per expert (zeroed by the glue each call)
-  int32_t* ids_ready;  // [1] the routed ids are written (GroupedProblem::route_ids_ready)
-  __nv_bfloat16* h;    // [P, I]
-  float* y;            // [P, H]
+  float* beta;              // [E]
+  float* linear_beta;       // [E]
+  int32_t* h_ready;         // [E] GEMM1's finished tiles per expert (zeroed by the glue each call)
+  int32_t* ids_ready;       // [1] the routed ids are written (GroupedProblem::route_ids_ready)
+  __nv_bfloat16* h;         // [P, I]
+  float* y;                 // [P, H]
   size_t total;
 };
 
@@ -92,8 +92,8 @@ Carve carve(const PreparedWeights* w, int max_tokens, int top_k, char* base) {
 }
 
 Status launch_failed(const char* kernel, cudaError_t e) {
-  return Status::Fail(std::string("run_moe: launch of ") + kernel + " failed: " +
-                      cudaGetErrorString(e));
+  return Status::Fail(std::string("run_moe: launch of ") + kernel +
+                      " failed: " + cudaGetErrorString(e));
 }
 
 bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
@@ -141,7 +141,8 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
   const int T = p.num_tokens, k = p.top_k, H = w->hidden, I = w->intermediate;
   const int E = w->expert_count;
   if (T < 0) return Status::Fail("run_moe: num_tokens < 0");
-  if (k < 1 || k > 64) return Status::Fail("run_moe: top_k must be in 1..64, got " + std::to_string(k));
+  if (k < 1 || k > 64)
+    return Status::Fail("run_moe: top_k must be in 1..64, got " + std::to_string(k));
   if (T > p.max_tokens)
     return Status::Fail("run_moe: num_tokens " + std::to_string(T) + " > max_tokens " +
                         std::to_string(p.max_tokens));
@@ -158,8 +159,12 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
   if (!p.out) return Status::Fail("run_moe: out is null");
   const int64_t x_stride = p.hidden_stride ? p.hidden_stride : H;
   const int64_t out_stride = p.out_stride ? p.out_stride : H;
-  if (x_stride < H) return Status::Fail("run_moe: hidden_stride " + std::to_string(x_stride) + " < latent width " + std::to_string(H));
-  if (out_stride < H) return Status::Fail("run_moe: out_stride " + std::to_string(out_stride) + " < latent width " + std::to_string(H));
+  if (x_stride < H)
+    return Status::Fail("run_moe: hidden_stride " + std::to_string(x_stride) + " < latent width " +
+                        std::to_string(H));
+  if (out_stride < H)
+    return Status::Fail("run_moe: out_stride " + std::to_string(out_stride) + " < latent width " +
+                        std::to_string(H));
   const bool caller_routing = p.topk_ids != nullptr;
   if (caller_routing == (p.router_logits != nullptr))
     return Status::Fail("run_moe: give exactly one of topk_ids (+ topk_weights) or router_logits");
@@ -167,8 +172,12 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
   const int Et = w->num_experts_total;
   const int64_t l_stride = p.logits_stride ? p.logits_stride : Et;
   if (!caller_routing) {
-    if (k > Et) return Status::Fail("run_moe: top_k " + std::to_string(k) + " > experts " + std::to_string(Et));
-    if (Et > smxx::kRouteMaxExperts) return Status::Fail("run_moe: GPU routing supports up to " + std::to_string(smxx::kRouteMaxExperts) + " experts");
+    if (k > Et)
+      return Status::Fail("run_moe: top_k " + std::to_string(k) + " > experts " +
+                          std::to_string(Et));
+    if (Et > smxx::kRouteMaxExperts)
+      return Status::Fail("run_moe: GPU routing supports up to " +
+                          std::to_string(smxx::kRouteMaxExperts) + " experts");
     if (l_stride < Et) return Status::Fail("run_moe: logits_stride < experts");
   }
 
@@ -191,13 +200,13 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
     weights = rw;
   }
   const bool fp8_gemms = use_w4a8_fp8(w, p.backend, T, k);
-  const smxx::PrologueShape shape =
-      fused_prologue_allowed() ? smxx::prologue_plan(T, k, Et, E, !caller_routing)
-                               : smxx::PrologueShape{};
+  const smxx::PrologueShape shape = fused_prologue_allowed()
+                                        ? smxx::prologue_plan(T, k, Et, E, !caller_routing)
+                                        : smxx::PrologueShape{};
   // Under EP a rank expects only its share of the T * k picks: the kernels choose tile widths
   // from that (a bound of T * k would pick 32-wide tiles at EP16 T=64 for ~1 row per expert).
-  const int rows_hint = static_cast<int>(
-      std::max<int64_t>(1, (static_cast<int64_t>(T) * k * E + Et - 1) / Et));
+  const int rows_hint =
+      static_cast<int>(std::max<int64_t>(1, (static_cast<int64_t>(T) * k * E + Et - 1) / Et));
   // GPU routing inside the fused prologue: the ids' ready flag only where the decode GEMMs
   // would take the ids (their rule sees the same rows as gp below: hint rows_hint, bound T * k).
   const bool routed_spec =
@@ -260,8 +269,8 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
   } else {
     // The FP8 W4A8 GEMMs quantize x to MXFP8 codes themselves (below): no BF16 copy needed.
     if (!fp8_gemms && !x_direct) {
-      e = smxx::launch_quantize_input(p.hidden, p.hidden_dtype == InputDType::kF32, x_stride, T,
-                                      H, w4a8, c.xq, stream);
+      e = smxx::launch_quantize_input(p.hidden, p.hidden_dtype == InputDType::kF32, x_stride, T, H,
+                                      w4a8, c.xq, stream);
       if (e != cudaSuccess) return launch_failed("quantize_input", e);
     }
     smxx::GroupArgs g;

@@ -22,8 +22,8 @@
 
 namespace mxmoe::sm90::decode {
 
-constexpr int kBulkStageSteps = 2;               // 64-K steps per ring stage
-constexpr int kBulkThreads = kThreads + 32;      // 4 consumer warps + 1 producer warp
+constexpr int kBulkStageSteps = 2;           // 64-K steps per ring stage
+constexpr int kBulkThreads = kThreads + 32;  // 4 consumer warps + 1 producer warp
 
 // Ring geometry: one bulk copy moves the stage's KS steps of a tile's weights (consecutive steps
 // are contiguous in the prepacked order), one more their scales, one per token row KS x 128
@@ -35,8 +35,8 @@ struct BulkRing {
   // CTA (H200, same call: TP8xEP4 T=64 GEMM2 56.2 -> 51.2 us, end to end ep16 T=8 78.3 -> 71.8,
   // tp8ep4 T=64 153.2 -> 149.5, T=8 49.7 -> 50.6; bench/NOTES.md D round 12).
   static constexpr int kStages = 4;
-  static constexpr int kActPitch = KS * 128 + 16;   // bytes per token row: ldmatrix conflict-free
-  static constexpr int kA = KS * (kWBytes + kSBytes);  // activation rows' offset in a stage
+  static constexpr int kActPitch = KS * 128 + 16;  // bytes per token row: ldmatrix conflict-free
+  static constexpr int kA = KS * (kWBytes + kSBytes);       // activation rows' offset in a stage
   static constexpr int kStageBytes = kA + kBN * kActPitch;  // a multiple of 128
   static_assert(kStageBytes % 128 == 0, "stage alignment");
 };
@@ -49,14 +49,14 @@ struct BulkSmem {
   static constexpr int kRing = 0;
   static constexpr int kRed = kRing + kStages * BulkRing::kStageBytes;  // (S - 1) partials
   static constexpr int kOut = kRed + (S - 1) * kPartBytes;
-  static constexpr int kAmax = kOut + kStageOutBytes;         // [4 warps][16]
-  static constexpr int kPrefix = kAmax + 4 * kBN * 4;         // [kMaxExperts + 1]
+  static constexpr int kAmax = kOut + kStageOutBytes;            // [4 warps][16]
+  static constexpr int kPrefix = kAmax + 4 * kBN * 4;            // [kMaxExperts + 1]
   static constexpr int kSpan = kPrefix + (kMaxExperts + 1) * 4;  // [kMaxExperts] begin | rows << 16
-  static constexpr int kWarpSum = kSpan + kMaxExperts * 4;    // [8]
-  static constexpr int kBar = (kWarpSum + 8 * 4 + 7) & ~7;    // full[NS], empty[NS]
-  static constexpr int kRedBar = kBar + 2 * kStages * 8;      // red_full, red_free
+  static constexpr int kWarpSum = kSpan + kMaxExperts * 4;       // [8]
+  static constexpr int kBar = (kWarpSum + 8 * 4 + 7) & ~7;       // full[NS], empty[NS]
+  static constexpr int kRedBar = kBar + 2 * kStages * 8;         // red_full, red_free
   static constexpr int kEnd = kRedBar + 2 * 8;
-  static constexpr size_t kDynamic = kEnd + 128;              // + alignment slack
+  static constexpr size_t kDynamic = kEnd + 128;  // + alignment slack
 };
 // Split 4 keeps 3 CTAs per SM (228 KB, 1 KB reserved per CTA): with 2 the split rule's cluster
 // waves double and it falls back to no split at EP16 T=1 (GEMM2 11.4 -> 14.6 us, D round 11).
@@ -65,7 +65,7 @@ static_assert(3 * (BulkSmem<4>::kDynamic + 1024) <= 228 * 1024, "split 4: 3 CTAs
 // ---- PTX wrappers (sm_90) beyond decode_tile.cuh's ----
 // 1-D bulk copy global -> this CTA's shared memory, completing `bytes` on mbarrier `bar`.
 __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes,
-                                        uint32_t bar) {
+                                         uint32_t bar) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
           "r"(dst),
@@ -73,7 +73,7 @@ __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t
       : "memory");
 }
 __device__ __forceinline__ void bulk_g2s_hint(uint32_t dst, const void* src, uint32_t bytes,
-                                             uint32_t bar, uint64_t policy) {
+                                              uint32_t bar, uint64_t policy) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
       "[%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
@@ -85,8 +85,7 @@ __device__ __forceinline__ void bulk_g2s_hint(uint32_t dst, const void* src, uin
 // weights a CTA copies before pdl::wait() (kSpec), whose stage completes only after the
 // producer's arrive for the activation rows, issued after the wait.
 __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar),
-               "r"(bytes)
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes)
                : "memory");
 }
 
@@ -95,8 +94,8 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
 // pairs per ballot, 128 pairs per round of loads (one L2 round trip per round, not per ballot:
 // the producer does this once per tile); lanes whose r is not a row of e get token 0 (unused).
 // Whole warp.
-__device__ __forceinline__ int own_row_token(const DecodeSpec& spec, int num_experts, int e,
-                                             int r, int lane) {
+__device__ __forceinline__ int own_row_token(const DecodeSpec& spec, int num_experts, int e, int r,
+                                             int lane) {
   constexpr int kBatch = 4;
   int token = 0, seen = 0;
   for (int w0 = 0; w0 < spec.pairs; w0 += 32 * kBatch) {
@@ -139,10 +138,10 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
   int* sPrefix = reinterpret_cast<int*>(smem + L::kPrefix);
   uint32_t* sSpan = reinterpret_cast<uint32_t*>(smem + L::kSpan);
   int* sWarp = reinterpret_cast<int*>(smem + L::kWarpSum);
-  const uint32_t bar_full = sbase + L::kBar;               // + 8 s
-  const uint32_t bar_empty = bar_full + 8 * kStages;       // + 8 s
-  const uint32_t bar_red_full = sbase + L::kRedBar;       // rank 0: partials landed
-  const uint32_t bar_red_free = bar_red_full + 8;          // ranks > 0: rank 0 read them
+  const uint32_t bar_full = sbase + L::kBar;          // + 8 s
+  const uint32_t bar_empty = bar_full + 8 * kStages;  // + 8 s
+  const uint32_t bar_red_full = sbase + L::kRedBar;   // rank 0: partials landed
+  const uint32_t bar_red_free = bar_red_full + 8;     // ranks > 0: rank 0 read them
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int KT = p.K / kStepK, m_tiles = p.M / kTileM;
@@ -185,8 +184,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     const int tiles = sPrefix[p.num_experts];
     if (spec.preload && warp == 4 && cid < tiles &&
         cid < decode_tile_stride(tiles, nclu, spec.balance)) {
-      const TileInfo ti =
-          walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, cid, lane);
+      const TileInfo ti = walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, cid, lane);
       const uint8_t* wq = weight_src(ti);
       const uint8_t* ws = scale_src(ti);
       const uint64_t policy = evict_first_policy();
@@ -201,8 +199,8 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
           bulk_g2s_hint(stage, wq + static_cast<int64_t>(kb) * kWBytes, n * kWBytes,
                         bar_full + 8 * j, policy);
         } else if (lane == 31) {
-          bulk_g2s_hint(stage + KS * kWBytes, ws + static_cast<int64_t>(kb) * kSBytes,
-                        n * kSBytes, bar_full + 8 * j, policy);
+          bulk_g2s_hint(stage + KS * kWBytes, ws + static_cast<int64_t>(kb) * kSBytes, n * kSBytes,
+                        bar_full + 8 * j, policy);
         }
       }
     }
@@ -217,7 +215,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
     if constexpr (!kGemm1) pdl::launch_dependents();  // as decode_gemm_kernel.cuh's GEMM2
     // (its __syncthreads also publishes the mbarriers)
     build_tile_prefix<kBN, kBulkThreads>(p, m_tiles, sPrefix, sWarp, sSpan);
-    if constexpr (S > 1) cluster_sync_all();   // peers' barriers exist before any remote arrive
+    if constexpr (S > 1) cluster_sync_all();  // peers' barriers exist before any remote arrive
   }
   const int total = sPrefix[p.num_experts];
   const int stride = decode_tile_stride(total, nclu, spec.balance);
@@ -272,19 +270,18 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
         }
         __syncwarp();
         if (lane < ti.nrows) {
-          bulk_g2s(stage + R::kA + lane * kActPitch, arow + kb * kStepK, 128 * n,
-                   bar_full + 8 * s);
+          bulk_g2s(stage + R::kA + lane * kActPitch, arow + kb * kStepK, 128 * n, bar_full + 8 * s);
         } else if (weights && lane == 30) {
           bulk_g2s_hint(stage, wq + static_cast<int64_t>(kb) * kWBytes, n * kWBytes,
                         bar_full + 8 * s, policy);
         } else if (weights && lane == 31) {
-          bulk_g2s_hint(stage + KS * kWBytes, ws + static_cast<int64_t>(kb) * kSBytes,
-                        n * kSBytes, bar_full + 8 * s, policy);
+          bulk_g2s_hint(stage + KS * kWBytes, ws + static_cast<int64_t>(kb) * kSBytes, n * kSBytes,
+                        bar_full + 8 * s, policy);
         }
       }
     }
     if (own) pdl::wait();  // (own inputs) the chain's earlier kernels end before this one
-    return;  // the consumers' waits cover every copy this warp issued
+    return;                // the consumers' waits cover every copy this warp issued
   }
 
   // ================= consumer warps =================
@@ -295,8 +292,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
   uint32_t it = 0;
   int n_red = 0;  // split tiles done (parity of the red barriers)
   for (int tile = first; tile < total; tile += stride) {
-    const TileInfo ti =
-        walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile, lane);
+    const TileInfo ti = walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile, lane);
     Gemm2Cols cols{};
     if (!kGemm1 && rank == 0) cols = gemm2_cols(p, ti, t);  // in flight during the mainloop
     float d[8];
@@ -349,7 +345,10 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
         }
       }
     };
-    if (ti.nrows <= kBN / 2) stages(std::true_type()); else stages(std::false_type());
+    if (ti.nrows <= kBN / 2)
+      stages(std::true_type());
+    else
+      stages(std::false_type());
     if (tile + stride >= total) timeline_stamp(kGemm1, kTlMath);
 
     if constexpr (kSpec && kGemm1) {
@@ -359,7 +358,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
       finish_tile<S, kGemm1, L>(p, ti, cols, d, smem, sbase, rank, tile + stride >= total, n_red);
     }
   }
-  if (own) pdl::wait();  // (own inputs) the chain's earlier kernels end before this one
+  if (own) pdl::wait();             // (own inputs) the chain's earlier kernels end before this one
   timeline_stamp(kGemm1, kTlExit);  // thread 0: a consumer, the CTA's last warps to finish
 }
 

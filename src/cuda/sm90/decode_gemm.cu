@@ -11,8 +11,8 @@
 #include <mutex>
 #include <type_traits>
 
-#include "sm90/decode_gemm.h"
 #include "sm90/decode_bulk_kernel.cuh"
+#include "sm90/decode_gemm.h"
 #include "sm90/decode_gemm_kernel.cuh"
 #include "sm90/tile_heuristic.h"
 #include "smxx/env_knob.h"
@@ -71,8 +71,8 @@ void trace_launch(bool gemm1, bool bulk, int spec, int trigger, int S, int tiles
   std::fprintf(stderr,
                "decode trace: GEMM%d %s spec %d trigger %d split %d tiles %d experts %d M %d K %d "
                "clusters %lld\n",
-               gemm1 ? 1 : 2, bulk ? "bulk" : "register", spec, trigger, S, tiles,
-               experts, M, K, static_cast<long long>(clusters));
+               gemm1 ? 1 : 2, bulk ? "bulk" : "register", spec, trigger, S, tiles, experts, M, K,
+               static_cast<long long>(clusters));
 }
 
 // kBulk: the bulk-copy ring (decode_bulk_kernel.cuh), else the register-streamed mainloop.
@@ -175,8 +175,8 @@ const Occupancy& occupancy() {
 }
 
 template <int S, bool kGemm1, bool kBulk, bool kSpec, bool kSmall>
-cudaError_t launch_split(const KernelArgs& a, const DecodeSpec& spec, int64_t tile_bound,
-                         int slots, int max_clusters, cudaStream_t stream) {
+cudaError_t launch_split(const KernelArgs& a, const DecodeSpec& spec, int64_t tile_bound, int slots,
+                         int max_clusters, cudaStream_t stream) {
   // Persistent clusters: as many as run at once (one wave), but no more than the expected tiles
   // (the CTAs loop over tiles, so a grid smaller than the real tile count is still correct).
   const int64_t fit = S == 1 ? slots : max_clusters > 0 ? max_clusters : slots * 3 / (4 * S);
@@ -205,8 +205,8 @@ cudaError_t launch_decode(const KernelArgs& a, const DecodeSpec& spec, int split
   // not max_rows (a worst-case bound: every pick local), so T=1 under EP launches ~the 96 x S
   // CTAs that have work rather than a full device of idle ones.
   const int hint = std::max(1, std::min(rows, a.max_rows));
-  const int64_t tile_bound = static_cast<int64_t>(m_tiles) *
-                             (std::min(a.num_experts, hint) + hint / decode::kBN);
+  const int64_t tile_bound =
+      static_cast<int64_t>(m_tiles) * (std::min(a.num_experts, hint) + hint / decode::kBN);
   switch (S) {
     case 1:
       return launch_split<1, kGemm1, kBulk, kSpec, kSmall>(a, spec, tile_bound, slots[0], 0,
@@ -279,16 +279,15 @@ bool small_kernels(const KernelArgs& a) {
 }
 
 template <bool kGemm1, bool kBulk>
-cudaError_t launch_decode_for(const GroupedProblem& g, const KernelArgs& a, int rows,
-                              int num_sms, cudaStream_t stream, const Gemm1OwnInputs* own) {
+cudaError_t launch_decode_for(const GroupedProblem& g, const KernelArgs& a, int rows, int num_sms,
+                              cudaStream_t stream, const Gemm1OwnInputs* own) {
   const DecodeSpec spec = spec_of<kGemm1>(g, kBulk, a, own);
   auto launch = [&](auto small_tag) {
     constexpr bool kSmall = decltype(small_tag)::value;
-    return spec.ids != nullptr
-               ? launch_decode<kGemm1, kBulk, true, kSmall>(a, spec, g.split_k, rows, num_sms,
-                                                             stream)
-               : launch_decode<kGemm1, kBulk, false, kSmall>(a, spec, g.split_k, rows, num_sms,
-                                                              stream);
+    return spec.ids != nullptr ? launch_decode<kGemm1, kBulk, true, kSmall>(a, spec, g.split_k,
+                                                                            rows, num_sms, stream)
+                               : launch_decode<kGemm1, kBulk, false, kSmall>(a, spec, g.split_k,
+                                                                             rows, num_sms, stream);
   };
   return small_kernels(a) ? launch(std::true_type()) : launch(std::false_type());
 }
@@ -313,9 +312,7 @@ cudaError_t decode_timeline_reset(cudaStream_t) { return cudaErrorNotSupported; 
 void decode_set_small(bool on) { g_small.store(on, std::memory_order_relaxed); }
 bool decode_small() { return g_small.load(std::memory_order_relaxed); }
 
-void decode_set_mainloop(int m) {
-  g_mainloop.store(valid_mainloop(m), std::memory_order_relaxed);
-}
+void decode_set_mainloop(int m) { g_mainloop.store(valid_mainloop(m), std::memory_order_relaxed); }
 
 bool decode_balance_applies(int mode, int K) {
   return mode == kDecodeBalanceAlways ||
@@ -347,7 +344,7 @@ int decode_split_k(int m_tiles, int KT, int max_rows, int num_experts, const int
   const int64_t tiles =
       static_cast<int64_t>(m_tiles) *
       (std::min(num_experts, max_rows) + max_rows / decode::kBN);  // at most one partial per expert
-  if (tiles >= slots[0]) return 1;  // every SM busy without a split
+  if (tiles >= slots[0]) return 1;                                 // every SM busy without a split
   int best = 1;
   int64_t best_cost = -1;
   for (int i = 0; i < 3; ++i) {  // 8-CTA clusters measured slower than 4 everywhere (NOTES D)
@@ -410,10 +407,9 @@ bool try_launch_decode_gemm(const KernelArgs& a, const GroupedProblem& g, int nu
     return false;
   }
   const int forced = g_mainloop.load(std::memory_order_relaxed);
-  const bool bulk =
-      forced == kDecodeBulkRing ||
-      (forced != kDecodeRegStream &&
-       bulk_by_rule(rows, a.num_experts, a.K, small_kernels(a), kGemm1));
+  const bool bulk = forced == kDecodeBulkRing ||
+                    (forced != kDecodeRegStream &&
+                     bulk_by_rule(rows, a.num_experts, a.K, small_kernels(a), kGemm1));
   *err = bulk ? launch_decode_for<kGemm1, true>(g, a, rows, num_sms, stream, own)
               : launch_decode_for<kGemm1, false>(g, a, rows, num_sms, stream, own);
   return true;

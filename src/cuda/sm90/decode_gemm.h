@@ -100,8 +100,8 @@ struct DecodeSpec {
   int pairs = 0;
   int expert_start = 0;
   const int* ids_ready = nullptr;  // non-null: read ids once this is set (route_ids_ready)
-  int preload = 0;  // the first tile's weights requested before the wait
-  int trigger = 0;  // GEMM1 on the bulk ring: kTrigger*, else 0
+  int preload = 0;                 // the first tile's weights requested before the wait
+  int trigger = 0;                 // GEMM1 on the bulk ring: kTrigger*, else 0
   int balance = 0;  // the bulk ring: every working cluster as many tiles (decode_balance_applies)
   // GEMM1 on its own inputs (own.x non-null): the token rows straight from the caller's x, row
   // p's token found in the ids (the glue's stable grouping: the pairs of an expert in pair

@@ -54,7 +54,7 @@
 
 #include <cstdint>
 
-#include "sm90/decode_gemm.h"          // DecodeSpec
+#include "sm90/decode_gemm.h"  // DecodeSpec
 #include "sm90/decode_tile.cuh"
 #include "sm90/grouped_gemm_kernel.cuh"  // KernelArgs, expand_fragment, tile_prefix.cuh
 #include "sm90/mxfp4_fragment.h"
@@ -62,7 +62,7 @@
 
 namespace mxmoe::sm90::decode {
 
-constexpr int kDepth = 4;                // 64-K steps of weights in flight per thread
+constexpr int kDepth = 4;                  // 64-K steps of weights in flight per thread
 constexpr int kPitch = kDepth * 128 + 16;  // bytes per token row of a chunk: ldmatrix conflict-free
 constexpr int kChunkBytes = kBN * kPitch;  // one chunk buffer (two of them)
 static_assert(kChunkBytes % 128 == 0, "chunk alignment");
@@ -74,16 +74,16 @@ static_assert(kChunkBytes % 128 == 0, "chunk alignment");
 template <int S>
 struct Smem {
   static constexpr int kChunks = 0;
-  static constexpr int kRed = kChunks + 2 * kChunkBytes;      // (S - 1) partials, rank 0
+  static constexpr int kRed = kChunks + 2 * kChunkBytes;  // (S - 1) partials, rank 0
   static constexpr int kOut = kRed + (S - 1) * kPartBytes;
-  static constexpr int kAmax = kOut + kStageOutBytes;         // [4 warps][16]
-  static constexpr int kPrefix = kAmax + 4 * kBN * 4;         // [kMaxExperts + 1]
+  static constexpr int kAmax = kOut + kStageOutBytes;            // [4 warps][16]
+  static constexpr int kPrefix = kAmax + 4 * kBN * 4;            // [kMaxExperts + 1]
   static constexpr int kSpan = kPrefix + (kMaxExperts + 1) * 4;  // [kMaxExperts] begin | rows << 16
-  static constexpr int kWarpSum = kSpan + kMaxExperts * 4;    // [8]
-  static constexpr int kRedBar = (kWarpSum + 8 * 4 + 7) & ~7;  // red_full, red_free
+  static constexpr int kWarpSum = kSpan + kMaxExperts * 4;       // [8]
+  static constexpr int kRedBar = (kWarpSum + 8 * 4 + 7) & ~7;    // red_full, red_free
   static constexpr int kRows = kRedBar + 2 * 8;  // [kBN] the tile's token rows at k_begin (kSmall)
   static constexpr int kEnd = kRows + kBN * 8;
-  static constexpr size_t kDynamic = kEnd + 128;              // + alignment slack
+  static constexpr size_t kDynamic = kEnd + 128;  // + alignment slack
 };
 
 // Weight fragments: read once, so L1 is bypassed and L2 told to evict them first (the activations
@@ -92,10 +92,9 @@ struct Smem {
 // issues mid-chunk (bench/NOTES.md D round 29; H100: ep16 T=256 -2.4..-2.9%, T <= 64 unchanged).
 __device__ __forceinline__ uint4 ld_weights_v4(const void* ptr, uint64_t policy) {
   uint4 v;
-  asm volatile(
-      "ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(ptr), "l"(policy));
+  asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(ptr), "l"(policy));
   return v;
 }
 __device__ __forceinline__ uint32_t ld_weights_u32(const void* ptr, uint64_t policy) {
@@ -106,14 +105,13 @@ __device__ __forceinline__ uint32_t ld_weights_u32(const void* ptr, uint64_t pol
   return v;
 }
 
-
 // kSpec (decode_gemm.h, DecodeSpec): the tile list from spec.ids and (spec.preload) the first
 // tile's first kDepth steps of weights loaded before pdl::wait(); its token rows after it.
 // kSmall: launched only with p.small_scales (expand_fragment's kSmallOnly; load_chunk_small).
 // Bounded to 5 CTAs per SM at split 1, as the other split-1 kernels compile: left free, ptxas
 // gave D round 25's version 127 registers (4 CTAs per SM); since load_chunk_small it takes 80.
 template <int S, bool kGemm1, bool kSpec, bool kSmall = false>
-__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && S == 1 ? 5 : 0)
+__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall&& S == 1 ? 5 : 0)
     decode_gemm_kernel(const KernelArgs p, const DecodeSpec spec) {
   using L = Smem<S>;
   constexpr int D = kDepth;
@@ -157,12 +155,11 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
   const uint64_t policy = evict_first_policy();
   // This thread's fragment and scale word of step 0 of its rank's K slice, for tile ti.
   auto frag_ptr = [&](const TileInfo& ti) {
-    return p.w_packed + ti.e * (mk / 2) +
-           (static_cast<int64_t>(ti.mt) * KT + k_begin) * kWBytes + tid * kFragBytes;
+    return p.w_packed + ti.e * (mk / 2) + (static_cast<int64_t>(ti.mt) * KT + k_begin) * kWBytes +
+           tid * kFragBytes;
   };
   auto scale_ptr = [&](const TileInfo& ti) {
-    return p.w_scales + ti.e * (mk / 32) +
-           (static_cast<int64_t>(ti.mt) * KT + k_begin) * kSBytes +
+    return p.w_scales + ti.e * (mk / 32) + (static_cast<int64_t>(ti.mt) * KT + k_begin) * kSBytes +
            (8 * warp + g) * kFragScaleBytes;
   };
   // Chunk c (steps c D .. c D + D - 1 of the slice) of the tile's token rows into buffer `buf`.
@@ -223,7 +220,10 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
         if (nchunks > 1) load_chunk_small(ti.nrows, 1, 1, narrow_tag);
         ptx::cp_async_commit();
       };
-      if (ti.nrows <= kBN / 2) first_two(std::true_type()); else first_two(std::false_type());
+      if (ti.nrows <= kBN / 2)
+        first_two(std::true_type());
+      else
+        first_two(std::false_type());
       return;
     }
     if (nchunks > 0) load_chunk(ti, 0, 0);
@@ -271,7 +271,7 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
       constexpr bool kTail = decltype(tail_tag)::value;
       constexpr bool kNarrow = decltype(narrow_tag)::value;
       ptx::cp_async_wait<1>();  // this thread's pieces of chunk c have landed
-      cta_sync();         // everyone's
+      cta_sync();               // everyone's
       const uint32_t bsm =
           sbase + L::kChunks + (c & 1) * kChunkBytes + (kNarrow ? lm_narrow : lm_wide);
       // kSmall: the refills of the chunk at constant offsets from one pointer (LDG [R + imm]),
@@ -301,8 +301,10 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
       }
       cta_sync();  // every warp is done with buffer c & 1
       if (c + 2 < nchunks) {
-        if constexpr (kSmall) load_chunk_small(ti.nrows, c + 2, c & 1, narrow_tag);
-        else load_chunk(ti, c + 2, c & 1);
+        if constexpr (kSmall)
+          load_chunk_small(ti.nrows, c + 2, c & 1, narrow_tag);
+        else
+          load_chunk(ti, c + 2, c & 1);
       }
       ptx::cp_async_commit();
     };
@@ -311,13 +313,15 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall && 
       for (; (c + 2) * D <= nk; ++c) chunk(c, std::false_type(), narrow_tag);  // all fetch D ahead
       for (; c < nchunks; ++c) chunk(c, std::true_type(), narrow_tag);
     };
-    if (ti.nrows <= kBN / 2) chunks(std::true_type()); else chunks(std::false_type());
+    if (ti.nrows <= kBN / 2)
+      chunks(std::true_type());
+    else
+      chunks(std::false_type());
     const TileInfo cur = ti;
     Gemm2Cols cols{};
     if (!kGemm1 && rank == 0) cols = gemm2_cols(p, cur, t);  // in flight during start_tile
     if (tile + nclu < total) {  // the next tile's loads fly during this tile's epilogue
-      ti = walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile + nclu,
-                     lane);
+      ti = walk.next(sbase + L::kPrefix, sbase + L::kSpan, p.num_experts, tile + nclu, lane);
       start_tile(ti);
     }
     finish_tile<S, kGemm1, L>(p, cur, cols, d, smem, sbase, rank, tile + nclu >= total, n_red);

@@ -12,24 +12,24 @@
 #include <type_traits>
 
 #include "mxmoe/formats.h"
-#include "sm90/decode_gemm.h"          // DecodeSpec
+#include "sm90/decode_gemm.h"            // DecodeSpec
 #include "sm90/grouped_gemm_kernel.cuh"  // KernelArgs, expand_fragment, tile_prefix.cuh
 #include "sm90/mxfp4_fragment.h"
-#include "smxx/pdl.cuh"
-#include "smxx/mxfp8_device.cuh"
-#include "smxx/situ_device.cuh"
 #include "smxx/gemm2_store.cuh"
+#include "smxx/mxfp8_device.cuh"
+#include "smxx/pdl.cuh"
+#include "smxx/situ_device.cuh"
 
 namespace mxmoe::sm90::decode {
 
-constexpr int kBN = 16;                  // tokens per tile
-constexpr int kThreads = 128;            // 4 warps, 16 weight rows each
-constexpr int kMaxExperts = 1024;        // tile prefix capacity (Kimi: at most 896 per GPU)
-constexpr int kWBytes = kWarpgroup * kFragBytes;        // 2048 per 64-K step
-constexpr int kSBytes = kRowPairs * kFragScaleBytes;    // 128 per 64-K step
-constexpr int kPartBytes = kThreads * 8 * 4;            // one CTA's fp32 partial tile: 4 KB
-constexpr int kStageOutBytes = kBN * kH1Pitch * 2;      // GEMM1's h staging (GEMM2 stores from
-                                                        // its registers)
+constexpr int kBN = 16;            // tokens per tile
+constexpr int kThreads = 128;      // 4 warps, 16 weight rows each
+constexpr int kMaxExperts = 1024;  // tile prefix capacity (Kimi: at most 896 per GPU)
+constexpr int kWBytes = kWarpgroup * kFragBytes;      // 2048 per 64-K step
+constexpr int kSBytes = kRowPairs * kFragScaleBytes;  // 128 per 64-K step
+constexpr int kPartBytes = kThreads * 8 * 4;          // one CTA's fp32 partial tile: 4 KB
+constexpr int kStageOutBytes = kBN * kH1Pitch * 2;    // GEMM1's h staging (GEMM2 stores from
+                                                      // its registers)
 
 // ---- PTX wrappers (sm_90) beyond ptx.cuh's ----
 // The split-K reduction's signals (header, Split-K): no cluster-scope release or acquire. Those
@@ -93,8 +93,7 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4]) {
 // d[4] += A(16x16, a[4]) x B(16x8, b0 b1), fp32 accumulate.
 __device__ __forceinline__ void mma_bf16_16816(float* d, const uint32_t* a, uint32_t b0,
                                                uint32_t b1) {
-  asm(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -236,8 +235,8 @@ __device__ __forceinline__ Gemm2Cols gemm2_cols(const KernelArgs& p, const TileI
 template <int S, bool kGemm1, class L, bool kOwn = false>
 __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo& ti,
                                             const Gemm2Cols& cols, float (&d)[8], uint8_t* smem,
-                                            uint32_t sbase, uint32_t rank, bool last,
-                                            int& n_red, const DecodeSpec spec = DecodeSpec()) {
+                                            uint32_t sbase, uint32_t rank, bool last, int& n_red,
+                                            const DecodeSpec spec = DecodeSpec()) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
   const uint32_t bar_red_full = sbase + L::kRedBar, bar_red_free = bar_red_full + 8;
@@ -258,8 +257,14 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
       const float4* src =
           reinterpret_cast<const float4*>(smem + L::kRed + (r - 1) * kPartBytes + tid * 32);
       const float4 x0 = src[0], x1 = src[1];
-      d[0] += x0.x; d[1] += x0.y; d[2] += x0.z; d[3] += x0.w;
-      d[4] += x1.x; d[5] += x1.y; d[6] += x1.z; d[7] += x1.w;
+      d[0] += x0.x;
+      d[1] += x0.y;
+      d[2] += x0.z;
+      d[3] += x0.w;
+      d[4] += x1.x;
+      d[5] += x1.y;
+      d[6] += x1.z;
+      d[7] += x1.w;
     }
     // Every thread has read every partial (bar.sync orders the reads before thread 0..S-2's
     // signal); after the cluster's last tile no rank writes again, so no signal.
@@ -296,8 +301,8 @@ __device__ __forceinline__ void finish_tile(const KernelArgs& p, const TileInfo&
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int c = 8 * (i >> 1) + 2 * t + (i & 1);
-        const float amax = fmaxf(fmaxf(sAmax[c], sAmax[kBN + c]),
-                                 fmaxf(sAmax[2 * kBN + c], sAmax[3 * kBN + c]));
+        const float amax =
+            fmaxf(fmaxf(sAmax[c], sAmax[kBN + c]), fmaxf(sAmax[2 * kBN + c], sAmax[3 * kBN + c]));
         v[i] = smxx::mxfp8_fake_quantize(v[i], smxx::mxfp8_exponent(amax));
       }
     }

@@ -79,8 +79,8 @@ void e2m1_fold_window(int m, int* lo, int* hi) {
 void fold_mxfp4_to_e4m3(const uint8_t* packed, const uint8_t* scales, int rows, int k,
                         Fp8FoldedMatrix* out) {
   if (rows <= 0 || k <= 0 || rows % kFoldTileRows != 0 || k % kFoldTileK != 0)
-    throw Error("fold_mxfp4_to_e4m3: matrix [" + std::to_string(rows) + ", " +
-                std::to_string(k) + "] needs rows % 64 == 0 and k % 128 == 0");
+    throw Error("fold_mxfp4_to_e4m3: matrix [" + std::to_string(rows) + ", " + std::to_string(k) +
+                "] needs rows % 64 == 0 and k % 128 == 0");
   const Windows& win = windows();
   const int nb = k / kMxBlock, mtiles = rows / kFoldTileRows;
   out->rows = rows;
@@ -94,8 +94,8 @@ void fold_mxfp4_to_e4m3(const uint8_t* packed, const uint8_t* scales, int rows, 
   out->max_folds = 1;
 
   std::vector<int> blo(nb), bhi(nb), order(nb), fold_of(nb);
-  std::vector<std::vector<int>> tile_R(kFoldTileRows);      // per row of the tile: R per fold
-  std::vector<std::vector<int>> tile_fold(kFoldTileRows);   // per row: fold of each block
+  std::vector<std::vector<int>> tile_R(kFoldTileRows);     // per row of the tile: R per fold
+  std::vector<std::vector<int>> tile_fold(kFoldTileRows);  // per row: fold of each block
   for (int mt = 0; mt < mtiles; ++mt) {
     int tile_folds = 1;
     for (int rl = 0; rl < kFoldTileRows; ++rl) {
@@ -119,9 +119,8 @@ void fold_mxfp4_to_e4m3(const uint8_t* packed, const uint8_t* scales, int rows, 
         order[b] = b;
       }
       // Greedy stabbing: fewest R values with every block's [lo, hi] holding one.
-      std::sort(order.begin(), order.end(), [&](int a, int b) {
-        return bhi[a] != bhi[b] ? bhi[a] < bhi[b] : a < b;
-      });
+      std::sort(order.begin(), order.end(),
+                [&](int a, int b) { return bhi[a] != bhi[b] ? bhi[a] < bhi[b] : a < b; });
       std::vector<int> pts;
       for (int b : order) {
         if (blo[b] == INT_MIN && bhi[b] == INT_MAX) continue;  // all-zero block
@@ -165,12 +164,14 @@ void fold_mxfp4_to_e4m3(const uint8_t* packed, const uint8_t* scales, int rows, 
         const int d = static_cast<int>(sr[b]) - kUe8m0Bias - R[f];
         uint8_t lut[16];  // codes of this block's nibbles (only present magnitudes are in range)
         for (int c = 0; c < 16; ++c) {
-          lut[c] = ((c & 7) == 0 || d < kDMin || d > kDMax) ? 0 : fold_code(win, static_cast<uint8_t>(c), d);
+          lut[c] = ((c & 7) == 0 || d < kDMin || d > kDMax)
+                       ? 0
+                       : fold_code(win, static_cast<uint8_t>(c), d);
         }
-        uint8_t* dst_base = f == 0 ? out->w.data()
-                                   : out->extra_w.data() + extra0 +
-                                         static_cast<size_t>(f - 1) * kFoldTileRows * k;
-        const int row_in = f == 0 ? r : rl;  // extra folds are [64, k] matrices of their own
+        uint8_t* dst_base =
+            f == 0 ? out->w.data()
+                   : out->extra_w.data() + extra0 + static_cast<size_t>(f - 1) * kFoldTileRows * k;
+        const int row_in = f == 0 ? r : rl;     // extra folds are [64, k] matrices of their own
         for (int half = 0; half < 2; ++half) {  // two 16-element chunks (contiguous in a tile)
           const int c0 = 32 * b + 16 * half;
           uint8_t* dst = dst_base + fold_offset(row_in, c0, k);
@@ -187,8 +188,8 @@ void fold_mxfp4_to_e4m3(const uint8_t* packed, const uint8_t* scales, int rows, 
 
 double fp8_folded_value(const Fp8FoldedMatrix& m, int row, int k) {
   const int mt = row / kFoldTileRows, rl = row % kFoldTileRows;
-  double v = std::ldexp(static_cast<double>(e4m3_to_float(m.w[fold_offset(row, k, m.k)])),
-                        m.row_exp[row]);
+  double v =
+      std::ldexp(static_cast<double>(e4m3_to_float(m.w[fold_offset(row, k, m.k)])), m.row_exp[row]);
   size_t pool = 0;
   for (int t = 0; t < mt; ++t) pool += m.tile_extra[t];
   for (int f = 0; f < m.tile_extra[mt]; ++f) {

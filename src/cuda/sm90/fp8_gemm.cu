@@ -66,7 +66,8 @@ cudaError_t launch_tiles(const fp8::Args& a, int num_sms, cudaStream_t stream) {
   auto* kernel = fp8::fp8_grouped_gemm_kernel<BN, kGemm1, WGS>;
   const size_t smem = fp8::smem_bytes(BN, WGS, a.num_experts);
   int per_sm = 0;
-  cudaError_t err = blocks_per_sm(reinterpret_cast<const void*>(kernel), smem, WGS * fp8::kWarpgroup, &per_sm);
+  cudaError_t err =
+      blocks_per_sm(reinterpret_cast<const void*>(kernel), smem, WGS * fp8::kWarpgroup, &per_sm);
   if (err != cudaSuccess) return err;
   if (per_sm < 1) return cudaErrorInvalidConfiguration;
   const int64_t m_tiles = a.M / (fp8::kTileRows * WGS);
@@ -82,11 +83,16 @@ cudaError_t launch_tiles(const fp8::Args& a, int num_sms, cudaStream_t stream) {
 template <bool kGemm1, int WGS>
 cudaError_t dispatch_bn(const fp8::Args& a, int bn, int num_sms, cudaStream_t stream) {
   switch (bn) {
-    case 16: return launch_tiles<16, kGemm1, WGS>(a, num_sms, stream);
-    case 32: return launch_tiles<32, kGemm1, WGS>(a, num_sms, stream);
-    case 64: return launch_tiles<64, kGemm1, WGS>(a, num_sms, stream);
-    case 128: return launch_tiles<128, kGemm1, WGS>(a, num_sms, stream);
-    default: return cudaErrorInvalidValue;
+    case 16:
+      return launch_tiles<16, kGemm1, WGS>(a, num_sms, stream);
+    case 32:
+      return launch_tiles<32, kGemm1, WGS>(a, num_sms, stream);
+    case 64:
+      return launch_tiles<64, kGemm1, WGS>(a, num_sms, stream);
+    case 128:
+      return launch_tiles<128, kGemm1, WGS>(a, num_sms, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -112,8 +118,8 @@ bool weights_ok(const Fp8WeightsView& w) {
 }  // namespace
 
 cudaError_t launch_fp8_gemm1(const Fp8Gemm1Params& p, int num_sms, cudaStream_t stream) {
-  if (!problem_ok(p.g, num_sms) || p.warpgroups < 0 || p.warpgroups > 2 || p.I <= 0 || p.I % 32 != 0 || p.K <= 0 ||
-      p.K % fp8::kStepK != 0) {
+  if (!problem_ok(p.g, num_sms) || p.warpgroups < 0 || p.warpgroups > 2 || p.I <= 0 ||
+      p.I % 32 != 0 || p.K <= 0 || p.K % fp8::kStepK != 0) {
     return cudaErrorInvalidValue;
   }
   if (p.g.num_experts == 0 || p.g.max_rows == 0) return cudaSuccess;
@@ -144,8 +150,8 @@ cudaError_t launch_fp8_gemm1(const Fp8Gemm1Params& p, int num_sms, cudaStream_t 
 }
 
 cudaError_t launch_fp8_gemm2(const Fp8Gemm2Params& p, int num_sms, cudaStream_t stream) {
-  if (!problem_ok(p.g, num_sms) || p.warpgroups < 0 || p.warpgroups > 2 || p.H <= 0 || p.H % fp8::kTileRows != 0 || p.I <= 0 ||
-      p.I % fp8::kStepK != 0) {
+  if (!problem_ok(p.g, num_sms) || p.warpgroups < 0 || p.warpgroups > 2 || p.H <= 0 ||
+      p.H % fp8::kTileRows != 0 || p.I <= 0 || p.I % fp8::kStepK != 0) {
     return cudaErrorInvalidValue;
   }
   if (p.g.num_experts == 0 || p.g.max_rows == 0) return cudaSuccess;
@@ -153,8 +159,7 @@ cudaError_t launch_fp8_gemm2(const Fp8Gemm2Params& p, int num_sms, cudaStream_t 
       !aligned(p.h_codes, 16) || !aligned(p.h_scales, 4) || !aligned(p.y, 16)) {
     return cudaErrorInvalidValue;
   }
-  if (p.out_token &&
-      (!p.out || !aligned(p.out, 16) || p.out_stride < p.H || p.out_stride % 4 != 0))
+  if (p.out_token && (!p.out || !aligned(p.out, 16) || p.out_stride < p.H || p.out_stride % 4 != 0))
     return cudaErrorInvalidValue;
   fp8::Args a{};
   a.w = p.w.w;

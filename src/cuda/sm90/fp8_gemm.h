@@ -34,7 +34,7 @@ struct Fp8WeightsView {
 // h[p] = MXFP8(situ_glu(W1_e . x_p, W3_e . x_p)) as codes h_codes [max_rows, I] and scale bytes
 // h_scales [max_rows, I/32]; x_p = row x_row[p] of x_codes [*, K] / x_scales [*, K/32].
 struct Fp8Gemm1Params {
-  Fp8WeightsView w;                    // w13 [2I, K] per expert (weight_layout.h's interleave)
+  Fp8WeightsView w;  // w13 [2I, K] per expert (weight_layout.h's interleave)
   int I = 0, K = 0;
   const uint8_t* x_codes = nullptr;
   const uint8_t* x_scales = nullptr;
@@ -50,7 +50,7 @@ struct Fp8Gemm1Params {
 // y[p, :] = row_weight[p] * (W2_e . h_p), fp32 [max_rows, H]; out_token as in Gemm2Params
 // (grouped_gemm.h).
 struct Fp8Gemm2Params {
-  Fp8WeightsView w;                    // w2 [H, I] per expert
+  Fp8WeightsView w;  // w2 [H, I] per expert
   int H = 0, I = 0;
   const uint8_t* h_codes = nullptr;
   const uint8_t* h_scales = nullptr;

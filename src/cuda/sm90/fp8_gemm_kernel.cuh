@@ -36,21 +36,21 @@
 #include <type_traits>
 
 #include "mxmoe/formats.h"
-#include "sm90/tile_prefix.cuh"
-#include "smxx/mxfp8_device.cuh"
-#include "smxx/situ_device.cuh"
-#include "smxx/gemm2_store.cuh"
-#include "smxx/pdl.cuh"
 #include "sm90/ptx.cuh"
+#include "sm90/tile_prefix.cuh"
 #include "sm90/wgmma_fp8.cuh"
+#include "smxx/gemm2_store.cuh"
+#include "smxx/mxfp8_device.cuh"
+#include "smxx/pdl.cuh"
+#include "smxx/situ_device.cuh"
 
 namespace mxmoe::sm90::fp8 {
 
 constexpr int kWarpgroup = 128;
 constexpr int kStages = 4;
 constexpr int kPrefetch = kStages - 2;
-constexpr int kStepK = 128;          // E4M3 per smem row and per pipeline step
-constexpr int kTileRows = 64;        // weight rows per warpgroup (one wgmma M)
+constexpr int kStepK = 128;                      // E4M3 per smem row and per pipeline step
+constexpr int kTileRows = 64;                    // weight rows per warpgroup (one wgmma M)
 constexpr int kWTileBytes = kTileRows * kStepK;  // 8192
 
 struct Args {
@@ -71,21 +71,23 @@ struct Args {
   };                           // out_token[p] when that is >= 0 (smxx/gemm2_store.cuh)
   union {
     const float* linear_beta;
-    int64_t out_stride;        // GEMM2, elements
+    int64_t out_stride;  // GEMM2, elements
   };
   union {
-    uint8_t* h;                // [max_rows, M/2]
-    float* out;                // GEMM2
+    uint8_t* h;  // [max_rows, M/2]
+    float* out;  // GEMM2
   };
-  uint8_t* h_scales;          // [max_rows, M/64]
+  uint8_t* h_scales;  // [max_rows, M/64]
   const float* row_weight;
-  float* y;                   // [max_rows, M]
+  float* y;  // [max_rows, M]
   const int32_t* offsets;
   int num_experts;
   int max_rows;
 };
 
-__host__ __device__ constexpr int stage_bytes(int bn, int wgs) { return wgs * kWTileBytes + bn * kStepK; }
+__host__ __device__ constexpr int stage_bytes(int bn, int wgs) {
+  return wgs * kWTileBytes + bn * kStepK;
+}
 inline size_t smem_bytes(int bn, int wgs, int num_experts) {
   // alignment pad, stages, raw scale words, scale floats, tile prefix (+32 warp sums)
   return 1024 + static_cast<size_t>(kStages) * stage_bytes(bn, wgs) +
@@ -93,7 +95,9 @@ inline size_t smem_bytes(int bn, int wgs, int num_experts) {
          (num_experts + 1 + 32) * 4;
 }
 // CTAs per SM the kernel is built for: 2 where registers allow (BN = 64 with 2 warpgroups).
-__host__ __device__ constexpr int min_blocks(int bn, int wgs) { return (wgs == 2 && bn <= 64) ? 2 : 1; }
+__host__ __device__ constexpr int min_blocks(int bn, int wgs) {
+  return (wgs == 2 && bn <= 64) ? 2 : 1;
+}
 
 __device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
@@ -108,7 +112,7 @@ __device__ __forceinline__ float ue8m0_float(uint32_t e) {
 }
 
 template <int BN, bool kGemm1, int WGS>
-__global__ void __launch_bounds__(WGS * kWarpgroup, min_blocks(BN, WGS))
+__global__ void __launch_bounds__(WGS* kWarpgroup, min_blocks(BN, WGS))
     fp8_grouped_gemm_kernel(const Args p) {
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 128, "tile_n");
   static_assert(WGS == 1 || WGS == 2, "warpgroups");
@@ -116,14 +120,14 @@ __global__ void __launch_bounds__(WGS * kWarpgroup, min_blocks(BN, WGS))
   constexpr int kActChunks = BN * 8;                   // 16-byte chunks of the token tile
   constexpr int kActPer = (kActChunks + NT - 1) / NT;  // per thread
   constexpr int kStage = stage_bytes(BN, WGS);
-  constexpr int NA = BN / 2;                           // accumulator registers per thread
-  constexpr int kCodePitch = 32 * WGS + 16;            // bytes per token, GEMM1 code staging
-  constexpr int kYPitch = 64 * WGS + 4;                // floats per token, GEMM2 staging
+  constexpr int NA = BN / 2;                 // accumulator registers per thread
+  constexpr int kCodePitch = 32 * WGS + 16;  // bytes per token, GEMM1 code staging
+  constexpr int kYPitch = 64 * WGS + 4;      // floats per token, GEMM2 staging
 
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = ptx::align_smem<1024>(smem_raw);
-  uint32_t* sRaw = reinterpret_cast<uint32_t*>(smem + kStages * kStage);   // [kStages][BN]
-  float* sScale = reinterpret_cast<float*>(sRaw + kStages * BN);           // [kStages][4][BN]
+  uint32_t* sRaw = reinterpret_cast<uint32_t*>(smem + kStages * kStage);  // [kStages][BN]
+  float* sScale = reinterpret_cast<float*>(sRaw + kStages * BN);          // [kStages][4][BN]
   int* sPrefix = reinterpret_cast<int*>(sScale + kStages * 4 * BN);
   int* sWarp = sPrefix + p.num_experts + 1;
   const uint32_t smem_base = ptx::smem_addr(smem);
@@ -147,7 +151,10 @@ __global__ void __launch_bounds__(WGS * kWarpgroup, min_blocks(BN, WGS))
     int lo = 0, hi = p.num_experts - 1;
     while (lo < hi) {
       const int mid = (lo + hi + 1) >> 1;
-      if (sPrefix[mid] <= tile) lo = mid; else hi = mid - 1;
+      if (sPrefix[mid] <= tile)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     const int e = lo;
     int begin, rows;
@@ -206,8 +213,9 @@ __global__ void __launch_bounds__(WGS * kWarpgroup, min_blocks(BN, WGS))
       for (int s = 0; s < WGS; ++s) {
         const int64_t sub_row = static_cast<int64_t>(mt64_base + s) * kTileRows;
         wt[s] = f == 0 ? p.w + (static_cast<int64_t>(e) * p.M + sub_row) * p.K
-                       : (f < nfold[s] ? p.extra_w + (ex0[s] + f - 1) * static_cast<int64_t>(kTileRows) * p.K
-                                       : nullptr);
+                       : (f < nfold[s]
+                              ? p.extra_w + (ex0[s] + f - 1) * static_cast<int64_t>(kTileRows) * p.K
+                              : nullptr);
       }
       const bool active = f < my_nfold;
       if (active) {
@@ -276,7 +284,8 @@ __global__ void __launch_bounds__(WGS * kWarpgroup, min_blocks(BN, WGS))
         if (tid < BN) {
           const uint32_t wsc = sRaw[slot * BN + tid];
 #pragma unroll
-          for (int b = 0; b < 4; ++b) sScale[(slot * 4 + b) * BN + tid] = ue8m0_float((wsc >> (8 * b)) & 0xFFu);
+          for (int b = 0; b < 4; ++b)
+            sScale[(slot * 4 + b) * BN + tid] = ue8m0_float((wsc >> (8 * b)) & 0xFFu);
         }
         ptx::fence_proxy_async();
         __syncthreads();  // everyone's copies and scale floats of kb visible
@@ -288,7 +297,8 @@ __global__ void __launch_bounds__(WGS * kWarpgroup, min_blocks(BN, WGS))
 #pragma unroll
           for (int b = 0; b < 4; ++b) {
             ptx::wgmma_fence();
-            ptx::WgmmaFp8SS<BN>::mma(tmp, ptx::desc_sw128(a_addr + 32 * b), ptx::desc_sw128(b_addr + 32 * b), 0);
+            ptx::WgmmaFp8SS<BN>::mma(tmp, ptx::desc_sw128(a_addr + 32 * b),
+                                     ptx::desc_sw128(b_addr + 32 * b), 0);
             ptx::wgmma_commit();
             ptx::wgmma_wait<0>();
 #pragma unroll
@@ -322,8 +332,8 @@ __global__ void __launch_bounds__(WGS * kWarpgroup, min_blocks(BN, WGS))
 #pragma unroll
       for (int i = 0; i < BN / 4; ++i) {
         const int c = 8 * (i >> 1) + 2 * t + (i & 1);
-        const float amax = fmaxf(fmaxf(sAmax[c], sAmax[BN + c]),
-                                 fmaxf(sAmax[2 * BN + c], sAmax[3 * BN + c]));
+        const float amax =
+            fmaxf(fmaxf(sAmax[c], sAmax[BN + c]), fmaxf(sAmax[2 * BN + c], sAmax[3 * BN + c]));
         // mxfp8_device.cuh: bit-identical to formats.h's mx_scale_exponent / float_to_e4m3
         const int E8 = smxx::mxfp8_exponent(amax);
         sCodes[c * kCodePitch + 32 * wg + 8 * warp + g] =

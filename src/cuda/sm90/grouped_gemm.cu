@@ -8,8 +8,6 @@
 // graph: the grid is sized from host-known bounds (max_rows, num_experts, the occupancy of the
 // kernel), and CTAs with no tile exit at once.
 // Limitations: num_experts <= kMaxExperts (the per-CTA tile prefix lives in shared memory).
-#include "sm90/grouped_gemm.h"
-
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +15,7 @@
 #include <cstring>
 
 #include "sm90/decode_gemm.h"
+#include "sm90/grouped_gemm.h"
 #include "sm90/grouped_gemm_kernel.cuh"
 #include "sm90/grouped_gemm_ws_kernel.cuh"
 #include "sm90/tile_heuristic.h"
@@ -47,8 +46,8 @@ cudaError_t launch_tiles(const KernelArgs& a, int num_sms, cudaStream_t stream) 
   const int64_t bound = ((a.max_rows + BN - 1) / BN + a.num_experts) * m_tiles;
   const int64_t grid = std::min<int64_t>(static_cast<int64_t>(num_sms) * per_sm, bound);
   if (grid < 1) return cudaSuccess;
-  err = pdl::launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(kWarpgroup), smem,
-                        stream, a);
+  err =
+      pdl::launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(kWarpgroup), smem, stream, a);
   return err != cudaSuccess ? err : cudaGetLastError();
 }
 
@@ -70,7 +69,7 @@ WsTune ws_tune() {
       t.lag = lag;
       t.max_stages = st;
       t.flags = fl & (kWsTuneNoLoad | kWsTuneNoExpand | kWsTuneNoStore | kWsTuneNoSteady |
-                    kWsTuneSkewMask | kWsTuneNoCountFence | kWsTuneNoCountBarrier);
+                      kWsTuneSkewMask | kWsTuneNoCountFence | kWsTuneNoCountBarrier);
     }
   }
   return t;
@@ -178,17 +177,23 @@ int ws_cap_override(int bn) {
 }
 
 template <bool kGemm1>
-cudaError_t dispatch(const KernelArgs& a, const GroupedProblem& g, int num_sms,
-                     cudaStream_t stream, const HReady& hr) {
+cudaError_t dispatch(const KernelArgs& a, const GroupedProblem& g, int num_sms, cudaStream_t stream,
+                     const HReady& hr) {
   const int bn =
       g.tile_n != 0 ? g.tile_n : ws_cap_override(choose_tile_n(choice_rows(g), a.num_experts));
   switch (bn) {
-    case 16: return launch_tiles<16, kGemm1>(a, num_sms, stream);
-    case 32: return launch_tiles<32, kGemm1>(a, num_sms, stream);
-    case 64: return launch_tiles<64, kGemm1>(a, num_sms, stream);
-    case 128: return launch_tiles<128, kGemm1>(a, num_sms, stream);
-    case 160: return launch_ws<3, kGemm1>(a, num_sms, stream, hr);
-    default: return cudaErrorInvalidValue;
+    case 16:
+      return launch_tiles<16, kGemm1>(a, num_sms, stream);
+    case 32:
+      return launch_tiles<32, kGemm1>(a, num_sms, stream);
+    case 64:
+      return launch_tiles<64, kGemm1>(a, num_sms, stream);
+    case 128:
+      return launch_tiles<128, kGemm1>(a, num_sms, stream);
+    case 160:
+      return launch_ws<3, kGemm1>(a, num_sms, stream, hr);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -252,8 +257,7 @@ cudaError_t launch_gemm1(const Gemm1Params& p, int num_sms, cudaStream_t stream,
 }
 
 cudaError_t launch_gemm2(const Gemm2Params& p, int num_sms, cudaStream_t stream) {
-  if (!problem_ok(p.g, num_sms) || p.H <= 0 || p.H % kTileM != 0 || p.I <= 0 ||
-      p.I % kStepK != 0) {
+  if (!problem_ok(p.g, num_sms) || p.H <= 0 || p.H % kTileM != 0 || p.I <= 0 || p.I % kStepK != 0) {
     return cudaErrorInvalidValue;
   }
   if (p.g.num_experts == 0 || p.g.max_rows == 0) return cudaSuccess;

@@ -1,10 +1,10 @@
 // src/cuda/sm90/grouped_gemm.h: the host interface of the SM90 grouped MoE GEMMs (internal).
 //
 // The runtime (src/cuda/runtime/) sorts the token-expert pairs by local expert and hands these
-// kernels a grouped problem: expert e owns sorted pair rows [expert_offsets[e], expert_offsets[e+1]).
-// Nothing here reads device data on the host: grids are sized from max_rows, and a persistent
-// tile scheduler walks (expert, tile) work from expert_offsets on the device, so every launch can
-// be captured in a CUDA graph and replayed with other routings.
+// kernels a grouped problem: expert e owns sorted pair rows [expert_offsets[e],
+// expert_offsets[e+1]). Nothing here reads device data on the host: grids are sized from max_rows,
+// and a persistent tile scheduler walks (expert, tile) work from expert_offsets on the device, so
+// every launch can be captured in a CUDA graph and replayed with other routings.
 //
 // Weights: each expert's matrix [rows, k] (row-major MXFP4, rows % 64 == 0, k % 64 == 0) is
 // "prepacked" once on the host into the kernels' register-fragment order (prepack_mxfp4); the
@@ -38,10 +38,11 @@ struct GroupedProblem {
   int num_experts = 0;                      // local experts
   const int32_t* expert_offsets = nullptr;  // device [num_experts + 1], non-decreasing, [0] = 0
   int max_rows = 0;                         // upper bound on expert_offsets[num_experts]
-  int tile_n = 0;   // tokens per tile: 0 = tile_heuristic.h's choice; 16/32/64/128 force the
-                    // one-warpgroup kernel, 160 the warp-specialized one
-  int kernel = 0;   // GemmKernel: which kernel serves a 16-token tile (tests pick one)
-  int split_k = 0;  // decode kernel only: CTAs per tile along K (0 = decode_gemm.h's choice; 1/2/4/8)
+  int tile_n = 0;  // tokens per tile: 0 = tile_heuristic.h's choice; 16/32/64/128 force the
+                   // one-warpgroup kernel, 160 the warp-specialized one
+  int kernel = 0;  // GemmKernel: which kernel serves a 16-token tile (tests pick one)
+  int split_k =
+      0;  // decode kernel only: CTAs per tile along K (0 = decode_gemm.h's choice; 1/2/4/8)
   // The expected number of rows (a host estimate, e.g. T * k * local / total experts under EP):
   // used only to choose the kernel, the tile width and the split, never to size or bound
   // anything, so a wrong guess costs speed, not correctness. 0 = max_rows.
@@ -117,12 +118,12 @@ struct Gemm1Params {
   const uint8_t* w_scales = nullptr;
   int I = 0, K = 0;
   const __nv_bfloat16* x = nullptr;
-  int64_t x_stride = 0;               // elements
-  const int32_t* x_row = nullptr;     // device [max_rows]
-  const float* beta = nullptr;        // device [num_experts]
-  const float* linear_beta = nullptr; // device [num_experts]
+  int64_t x_stride = 0;                // elements
+  const int32_t* x_row = nullptr;      // device [max_rows]
+  const float* beta = nullptr;         // device [num_experts]
+  const float* linear_beta = nullptr;  // device [num_experts]
   bool mxfp8_out = false;
-  __nv_bfloat16* h = nullptr;         // device [max_rows, I]
+  __nv_bfloat16* h = nullptr;  // device [max_rows, I]
   // Every w_scales byte <= 128 (mxfp4_scales_small): promised by the caller, not checked on the
   // device (a false promise gives wrong results); false is always correct.
   bool small_scales = false;
@@ -143,17 +144,17 @@ struct Gemm2Params {
   const uint8_t* w_packed = nullptr;  // num_experts prepacked w2 [H, I]
   const uint8_t* w_scales = nullptr;
   int H = 0, I = 0;
-  const __nv_bfloat16* h = nullptr;   // device [max_rows, I]
-  const float* row_weight = nullptr;  // device [max_rows]
-  float* y = nullptr;                 // device [max_rows, H]
-  const int32_t* out_token = nullptr; // device [max_rows], or null: every row to y
+  const __nv_bfloat16* h = nullptr;    // device [max_rows, I]
+  const float* row_weight = nullptr;   // device [max_rows]
+  float* y = nullptr;                  // device [max_rows, H]
+  const int32_t* out_token = nullptr;  // device [max_rows], or null: every row to y
   // With out_token, optional: [num_experts], nonzero when any of the expert's rows goes to out
   // (the grouping's expert_has_out); lets the warp-specialized kernel keep its plain epilogue
   // for the other experts' tiles. Null: every tile takes the out-capable epilogue.
   const int32_t* expert_has_out = nullptr;
-  float* out = nullptr;               // 16-byte aligned, rows of out_stride (a multiple of 4,
-  int64_t out_stride = 0;             // >= H, < 2^31) floats; needed only with out_token
-  bool small_scales = false;          // as in Gemm1Params
+  float* out = nullptr;       // 16-byte aligned, rows of out_stride (a multiple of 4,
+  int64_t out_stride = 0;     // >= H, < 2^31) floats; needed only with out_token
+  bool small_scales = false;  // as in Gemm1Params
   // What launch_gemm1 reported for the GEMM1 this launch directly follows on the same stream
   // (CountedGemm1): GEMM2 waits per expert on its counters only when they were counted (cap > 0)
   // for this problem (the same experts, expert_offsets and I) at the cap GEMM2 runs at, and

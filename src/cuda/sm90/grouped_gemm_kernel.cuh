@@ -36,10 +36,10 @@
 #include "sm90/mxfp4_fragment.h"
 #include "sm90/ptx.cuh"
 #include "sm90/tile_prefix.cuh"
-#include "smxx/pdl.cuh"
-#include "smxx/mxfp8_device.cuh"
-#include "smxx/situ_device.cuh"
 #include "smxx/gemm2_store.cuh"
+#include "smxx/mxfp8_device.cuh"
+#include "smxx/pdl.cuh"
+#include "smxx/situ_device.cuh"
 
 namespace mxmoe::sm90 {
 
@@ -51,10 +51,10 @@ constexpr int kY2Pitch = 68;  // floats per token in GEMM2's staging (64 + 4)
 struct KernelArgs {
   const uint8_t* w_packed;
   const uint8_t* w_scales;
-  int M, K;                      // weight rows (2I or H) and the reduction length
-  const __nv_bfloat16* act;      // B operand rows
-  int64_t act_stride;            // elements
-  const int32_t* act_row;        // GEMM1: x_row; GEMM2: null (row p is h row p)
+  int M, K;                  // weight rows (2I or H) and the reduction length
+  const __nv_bfloat16* act;  // B operand rows
+  int64_t act_stride;        // elements
+  const int32_t* act_row;    // GEMM1: x_row; GEMM2: null (row p is h row p)
   // GEMM1: beta, linear_beta, mxfp8_out, h. GEMM2's out_token and out share slots with them and
   // out_stride takes the tail padding, so the struct keeps the size and layout it had before
   // GEMM2 got them: three fields appended moved the warp-specialized kernel's trailing
@@ -62,20 +62,20 @@ struct KernelArgs {
   // (bench/NOTES.md G round 5).
   union {
     const float* beta;
-    const int32_t* out_token;    // GEMM2: null, or [max_rows]: row p goes to out's row
-  };                             // out_token[p] when that is >= 0 (smxx/gemm2_store.cuh)
+    const int32_t* out_token;  // GEMM2: null, or [max_rows]: row p goes to out's row
+  };                           // out_token[p] when that is >= 0 (smxx/gemm2_store.cuh)
   union {
     const float* linear_beta;
     const int32_t* expert_has_out;  // GEMM2 with out_token: [num_experts] any row to out?
   };                                // (null: assume yes)
   int mxfp8_out;
   union {
-    __nv_bfloat16* h;            // [max_rows, M / 2]
-    float* out;                  // GEMM2
+    __nv_bfloat16* h;  // [max_rows, M / 2]
+    float* out;        // GEMM2
   };
   // GEMM2
   const float* row_weight;
-  float* y;                      // [max_rows, M]
+  float* y;  // [max_rows, M]
   // problem
   const int32_t* offsets;
   int num_experts;
@@ -87,8 +87,8 @@ struct KernelArgs {
 inline size_t kernel_smem_bytes(int bn, int num_experts) {
   // 1024 for aligning the swizzled tiles, the stages, the prefix of tile counts, the MX amax
   // (GEMM1) or the GEMM2 column table (16-byte aligned: + 16).
-  return 1024 + static_cast<size_t>(kStages) * bn * 128 + (num_experts + 1 + 32) * 4 +
-         4 * bn * 4 + 16;
+  return 1024 + static_cast<size_t>(kStages) * bn * 128 + (num_experts + 1 + 32) * 4 + 4 * bn * 4 +
+         16;
 }
 
 // Expands one thread's prepacked fragment of a 64-K step into 16 BF16x2 A registers
@@ -111,11 +111,13 @@ __device__ __forceinline__ uint32_t bf16x2_mul_half(uint32_t a, uint32_t b) {
   if constexpr (kHigh) {
     asm("{\n.reg .b16 l, h;\n.reg .b32 m;\nmov.b32 {l, h}, %2;\nmov.b32 m, {h, h};\n"
         "fma.rn.bf16x2 %0, %1, m, %3;\n}\n"
-        : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+        : "=r"(d)
+        : "r"(a), "r"(b), "r"(0x80008000u));
   } else {
     asm("{\n.reg .b16 l, h;\n.reg .b32 m;\nmov.b32 {l, h}, %2;\nmov.b32 m, {l, l};\n"
         "fma.rn.bf16x2 %0, %1, m, %3;\n}\n"
-        : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+        : "=r"(d)
+        : "r"(a), "r"(b), "r"(0x80008000u));
   }
   return d;
 }
@@ -129,7 +131,7 @@ __device__ __forceinline__ bool has_big_scale(uint32_t s) {
 // 2^127, so they take a second multiply). Register q of word j uses scale byte 2 (j / 2) +
 // (q & 1) of the row pair's word.
 __device__ __forceinline__ void expand_fragment_any_scale(const uint4& q, uint32_t s,
-                                                           uint32_t (&a)[16]) {
+                                                          uint32_t (&a)[16]) {
   uint32_t m1[4], m2[4];
 #pragma unroll
   for (int b = 0; b < 4; ++b) {
@@ -230,7 +232,10 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
     int lo = 0, hi = p.num_experts - 1;  // the last expert whose prefix <= tile has tiles
     while (lo < hi) {
       const int mid = (lo + hi + 1) >> 1;
-      if (sPrefix[mid] <= tile) lo = mid; else hi = mid - 1;
+      if (sPrefix[mid] <= tile)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     const int e = lo;
     int begin, rows;
@@ -246,7 +251,7 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
     // which the epilogue never stores. The swizzled column is the same for every i, so the
     // destinations are one base plus immediates (no select, no branch per copy).
     const int chunk = tid & 7, r0 = tid >> 3;
-    const int nv = nrows > r0 ? (nrows - r0 + 15) / 16 : 0;  // valid rows r0 + 16 i: i < nv
+    const int nv = nrows > r0 ? (nrows - r0 + 15) / 16 : 0;     // valid rows r0 + 16 i: i < nv
     const uint32_t col = r0 * 128 + ((chunk ^ (r0 & 7)) << 4);  // 128-byte swizzle
     const __nv_bfloat16* src[kRowsPerThread];
 #pragma unroll
@@ -265,11 +270,11 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
 
     // ---- weights: this thread's fragments of tile (e, mt) ----
     const int64_t mk = static_cast<int64_t>(p.M) * p.K;
-    const uint8_t* wq = p.w_packed + e * (mk / 2) +
-                        (static_cast<int64_t>(mt) * KT * kWarpgroup + tid) * kFragBytes;
-    const uint8_t* ws = p.w_scales + e * (mk / 32) +
-                        (static_cast<int64_t>(mt) * KT * kRowPairs + 8 * warp + g) *
-                            kFragScaleBytes;
+    const uint8_t* wq =
+        p.w_packed + e * (mk / 2) + (static_cast<int64_t>(mt) * KT * kWarpgroup + tid) * kFragBytes;
+    const uint8_t* ws =
+        p.w_scales + e * (mk / 32) +
+        (static_cast<int64_t>(mt) * KT * kRowPairs + 8 * warp + g) * kFragScaleBytes;
     constexpr int kQStep = kWarpgroup * kFragBytes, kSStep = kRowPairs * kFragScaleBytes;
 
     float d[BN / 2];
@@ -340,8 +345,8 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
 #pragma unroll
         for (int i = 0; i < BN / 4; ++i) {
           const int c = 8 * (i >> 1) + 2 * t + (i & 1);
-          const float amax = fmaxf(fmaxf(sAmax[c], sAmax[BN + c]),
-                                   fmaxf(sAmax[2 * BN + c], sAmax[3 * BN + c]));
+          const float amax =
+              fmaxf(fmaxf(sAmax[c], sAmax[BN + c]), fmaxf(sAmax[2 * BN + c], sAmax[3 * BN + c]));
           // formats.h's scale rule, code and value, bit for bit (smxx/mxfp8_device.cuh).
           v[i] = smxx::mxfp8_fake_quantize(v[i], smxx::mxfp8_exponent(amax));  // exact in BF16
         }

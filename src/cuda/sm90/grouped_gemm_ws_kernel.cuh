@@ -82,11 +82,11 @@ struct WsConsumerCtx {
   const uint8_t *wq = nullptr, *ws = nullptr, *nq = nullptr, *ns = nullptr;
   bool nact = false;
   bool expand = true, store = true;
-  bool steady = true;  // steady steps allowed (not with the no-conversion diagnostic)
+  bool steady = true;              // steady steps allowed (not with the no-conversion diagnostic)
   uint32_t wfrag = 0, wscale = 0;  // kSlotW: this thread's fragment and scale word in stage 0
-  int skew_at = -1;  // consumer c < C - 1: the first tile's step after which c + 1 starts
+  int skew_at = -1;        // consumer c < C - 1: the first tile's step after which c + 1 starts
   int* h_ready = nullptr;  // GEMM1: per-expert counters of finished 64-row tiles (ws_wait_rows)
-  int count_tune = 0;  // kWsTuneNoCountFence / kWsTuneNoCountBarrier (diagnostics)
+  int count_tune = 0;      // kWsTuneNoCountFence / kWsTuneNoCountBarrier (diagnostics)
   // GEMM1, after a tile's h stores: this consumer's 128 threads have issued them (named barrier),
   // then one thread releases them to GPU scope and counts the tile for expert e.
   __device__ __forceinline__ void count_rows(int e) {
@@ -142,8 +142,8 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
     // scale words [consumer][row pair].
     using S = WsShape<C>;
     c.wfrag = wslots + c.cw * S::kWFragBytes + tid * kFragBytes;
-    c.wscale = wslots + C * S::kWFragBytes + c.cw * S::kWScaleBytes +
-               (8 * c.warp + g) * kFragScaleBytes;
+    c.wscale =
+        wslots + C * S::kWFragBytes + c.cw * S::kWScaleBytes + (8 * c.warp + g) * kFragScaleBytes;
   }
 
   // This consumer's weight fragments of tile T (false: its 64-row tile is past the matrix).
@@ -226,9 +226,9 @@ __device__ __forceinline__ void ws_consumer(const KernelArgs& p, int cap, int st
   };
   // One loop per width a tile can take (tile_heuristic.h ws_width), widest first. Spelled out:
   // the same calls through a fold over the class list changed the kernel's SASS.
-  static_assert(WsShape<C>::kClasses == 5 && ws_width_of_class(4) == 160 &&
-                    ws_width_of_class(0) == 32,
-                "a tiles_of_width call for every width");
+  static_assert(
+      WsShape<C>::kClasses == 5 && ws_width_of_class(4) == 160 && ws_width_of_class(0) == 32,
+      "a tiles_of_width call for every width");
   tiles_of_width(std::integral_constant<int, 160>());
   tiles_of_width(std::integral_constant<int, 128>());
   tiles_of_width(std::integral_constant<int, 96>());
@@ -273,23 +273,23 @@ __global__ void __launch_bounds__(WsShape<C>::kThreads, 1)
     const bool load = (tune & kWsTuneNoLoad) == 0;
     switch (tune & 15) {
       case 4:
-        ws_producer<C, 4, kSlotW>(p, cap, stages, load, sUnits, total, m_groups, KT, slots,
-                                   wslots, full, empty, kGemm1 ? nullptr : h_ready, h_tiles);
+        ws_producer<C, 4, kSlotW>(p, cap, stages, load, sUnits, total, m_groups, KT, slots, wslots,
+                                  full, empty, kGemm1 ? nullptr : h_ready, h_tiles);
         break;
       case 6:
-        ws_producer<C, 6, kSlotW>(p, cap, stages, load, sUnits, total, m_groups, KT, slots,
-                                   wslots, full, empty, kGemm1 ? nullptr : h_ready, h_tiles);
+        ws_producer<C, 6, kSlotW>(p, cap, stages, load, sUnits, total, m_groups, KT, slots, wslots,
+                                  full, empty, kGemm1 ? nullptr : h_ready, h_tiles);
         break;
       default:
-        ws_producer<C, 2, kSlotW>(p, cap, stages, load, sUnits, total, m_groups, KT, slots,
-                                   wslots, full, empty, kGemm1 ? nullptr : h_ready, h_tiles);
+        ws_producer<C, 2, kSlotW>(p, cap, stages, load, sUnits, total, m_groups, KT, slots, wslots,
+                                  full, empty, kGemm1 ? nullptr : h_ready, h_tiles);
         break;
     }
   } else {
     ptx::setmaxnreg_inc<S::kConsumerRegs>();
-    ws_consumer<C, kGemm1, kOut, kSlotW, kSmall>(p, cap, stages, sUnits, total, m_groups, KT,
-                                                 slots, wslots, full, empty,
-                                                 ptx::smem_addr(sAmax), tune, h_ready);
+    ws_consumer<C, kGemm1, kOut, kSlotW, kSmall>(p, cap, stages, sUnits, total, m_groups, KT, slots,
+                                                 wslots, full, empty, ptx::smem_addr(sAmax), tune,
+                                                 h_ready);
   }
 }
 

@@ -40,7 +40,7 @@ __device__ __forceinline__ void ws_producer(const KernelArgs& p, int cap, int st
   using S = WsShape<C>;
   constexpr int kRowsPerThread = S::kMaxTileN / 16;
   constexpr int kWStep = S::kWFragBytes / 16, kSStep16 = S::kWScaleBytes / 16;  // 16-byte units
-  const int tid = threadIdx.x;  // 0..127
+  const int tid = threadIdx.x;                                                  // 0..127
   const int chunk = tid & 7, r0 = tid >> 3;
   const uint32_t stage_bytes = cap * 128;
   const uint32_t col = r0 * 128 + ((chunk ^ (r0 & 7)) << 4);  // 128-byte swizzle

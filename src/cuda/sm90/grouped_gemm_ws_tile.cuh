@@ -238,7 +238,7 @@ struct WsTileRunner {
         constexpr int K = N / 4;
         static_assert(K % 8 == 0, "the reduce-scatter halves K three times");
         const uint32_t sAmax = c.sAmax;  // shared address of [kMaxTileN][4] floats
-        float m[K];  // |v|, then the running maxima
+        float m[K];                      // |v|, then the running maxima
 #pragma unroll
         for (int i = 0; i < K; ++i) m[i] = fabsf(v[i]);
         auto halve = [&](auto half_tag, int lane_bit) {
@@ -266,15 +266,14 @@ struct WsTileRunner {
                                    fmaxf(__uint_as_float(w.z), __uint_as_float(w.w)));
           // formats.h's scale rule, bit for bit (smxx/mxfp8_device.cuh).
           const smxx::Mxfp8Scale sc8 = smxx::mxfp8_scale(smxx::mxfp8_exponent(amax));
-          ptx::sts_v4_b32(sAmax + 16 * col, make_uint4(__float_as_uint(sc8.inv),
-                                                       __float_as_uint(sc8.s),
-                                                       __float_as_uint(sc8.s2), 0u));
+          ptx::sts_v4_b32(sAmax + 16 * col,
+                          make_uint4(__float_as_uint(sc8.inv), __float_as_uint(sc8.s),
+                                     __float_as_uint(sc8.s2), 0u));
         }
         ptx::named_barrier(1 + c.cw, kWarpgroup);
         auto scale_of = [&](int col) {
           const uint4 w = ptx::lds_v4_b32(sAmax + 16 * col);
-          return smxx::Mxfp8Scale{__uint_as_float(w.x), __uint_as_float(w.y),
-                                  __uint_as_float(w.z)};
+          return smxx::Mxfp8Scale{__uint_as_float(w.x), __uint_as_float(w.y), __uint_as_float(w.z)};
         };
 #pragma unroll
         for (int i = 0; i < K; i += 2) {  // tokens col and col + 1

@@ -53,10 +53,13 @@ constexpr uint32_t kReg3Bits = 0x001B001Bu, kReg3Copies = (1u << 2) | (1u << 7) 
 MXMOE_SM90_HD int frag_bit(int q, int h, int b) {
   const int placed = (b < 3 ? 6 + b : 15) + 16 * h;  // its bit in the placed register
   switch (q) {
-    case 0: return placed;
-    case 1: return (placed + 3) & 31;  // register 1 = rotr(word, 3)
-    case 2: return (placed + 6) & 31;  // register 2 = rotr(word, 6)
-    default: {                         // register 3: bits 4, 0, 1 (+2, +7, +7) and 3 (+12)
+    case 0:
+      return placed;
+    case 1:
+      return (placed + 3) & 31;  // register 1 = rotr(word, 3)
+    case 2:
+      return (placed + 6) & 31;  // register 2 = rotr(word, 6)
+    default: {                   // register 3: bits 4, 0, 1 (+2, +7, +7) and 3 (+12)
       constexpr int kSrc[4] = {4, 0, 1, 3};
       return kSrc[b] + 16 * h;
     }

@@ -17,8 +17,8 @@ namespace {
 
 void check_shape(const char* fn, int rows, int k) {
   if (rows <= 0 || k <= 0 || rows % kTileM != 0 || k % kStepK != 0) {
-    throw Error(std::string(fn) + ": matrix [" + std::to_string(rows) + ", " +
-                std::to_string(k) + "] needs rows % 64 == 0 and k % 64 == 0");
+    throw Error(std::string(fn) + ": matrix [" + std::to_string(rows) + ", " + std::to_string(k) +
+                "] needs rows % 64 == 0 and k % 64 == 0");
   }
 }
 

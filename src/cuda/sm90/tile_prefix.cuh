@@ -70,8 +70,8 @@ __device__ __forceinline__ void build_tile_prefix(const Params& p, int m_tiles, 
 // the grouping's own), sSpan the counts. Called by all NT threads; ends with __syncthreads.
 template <int BN, int NT, int kMaxE, class Params>
 __device__ __forceinline__ void build_tile_prefix_from_ids(const Params& p, const int32_t* ids,
-                                                           int pairs, int expert_start,
-                                                           int m_tiles, int* sPrefix, int* sWarp,
+                                                           int pairs, int expert_start, int m_tiles,
+                                                           int* sPrefix, int* sWarp,
                                                            uint32_t* sSpan) {
   constexpr int kMaxSeg = (kMaxE + NT - 1) / NT;
   const int tid = threadIdx.x, E = p.num_experts;

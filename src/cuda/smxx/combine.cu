@@ -25,7 +25,8 @@
 namespace mxmoe::smxx {
 namespace {
 
-constexpr int kWarps = kCombineWarps, kCols = kCombineCols, kSlice = kCombineChunk;  // combine_grid.h
+constexpr int kWarps = kCombineWarps, kCols = kCombineCols,
+              kSlice = kCombineChunk;  // combine_grid.h
 
 template <bool kVec>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -81,13 +82,11 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 }  // namespace
 
-cudaError_t combine_timeline_read(std::vector<uint64_t>* out) {
-  return glue_timeline_read_tu(out);
-}
+cudaError_t combine_timeline_read(std::vector<uint64_t>* out) { return glue_timeline_read_tu(out); }
 cudaError_t combine_timeline_reset(cudaStream_t stream) { return glue_timeline_reset_tu(stream); }
 
-cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T, int k,
-                           float* out, int64_t out_stride, bool skip_single, cudaStream_t stream) {
+cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T, int k, float* out,
+                           int64_t out_stride, bool skip_single, cudaStream_t stream) {
   if (T <= 0) return cudaSuccess;
   if (k <= 0 || k > 64) return cudaErrorInvalidValue;
   const bool vec = H % kCols == 0 && out_stride % kCols == 0 &&

@@ -15,10 +15,10 @@
 
 namespace mxmoe::smxx {
 
-constexpr int kCombineWarps = 8;                    // tokens in flight per CTA
-constexpr int kCombineCols = 4;                     // columns per lane and chunk
-constexpr int kCombineChunk = 32 * kCombineCols;    // columns per warp and chunk
-constexpr int kCombineMaxCtas = 2048;               // a few waves; tokens beyond loop
+constexpr int kCombineWarps = 8;                  // tokens in flight per CTA
+constexpr int kCombineCols = 4;                   // columns per lane and chunk
+constexpr int kCombineChunk = 32 * kCombineCols;  // columns per warp and chunk
+constexpr int kCombineMaxCtas = 2048;             // a few waves; tokens beyond loop
 
 struct CombineGrid {
   int groups = 0, slices = 0, chunks = 0;  // grid (groups, slices); chunks per slice

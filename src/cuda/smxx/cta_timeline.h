@@ -17,7 +17,13 @@ namespace mxmoe::cta_timeline {
 // kTlData / kTlMath: two phases inside a kernel, its own (the decode GEMMs: first stage landed,
 // last mainloop done; the prologue's CTA 0: ids counted, offsets written).
 enum TimelineEvent : int {
-  kTlStart = 0, kTlWaited = 1, kTlExit = 2, kTlSm = 3, kTlData = 4, kTlMath = 5, kTlFields = 6
+  kTlStart = 0,
+  kTlWaited = 1,
+  kTlExit = 2,
+  kTlSm = 3,
+  kTlData = 4,
+  kTlMath = 5,
+  kTlFields = 6
 };
 
 }  // namespace mxmoe::cta_timeline

@@ -62,9 +62,9 @@ constexpr int kRouteWideTokens = 256;
 constexpr int kRouteWideWarps = 8;
 // reg_experts: tests force the register version (kRouteRegMax) or the shared-memory one (0);
 // wide_tokens = 0 forces one warp per token, a large one the wide CTAs (they pick the same bits).
-cudaError_t launch_route_kimi(const float* logits, int64_t logits_stride, const float* bias,
-                              int T, int E, int k, bool renormalize, float scaling,
-                              int32_t* ids, float* weights, cudaStream_t stream,
+cudaError_t launch_route_kimi(const float* logits, int64_t logits_stride, const float* bias, int T,
+                              int E, int k, bool renormalize, float scaling, int32_t* ids,
+                              float* weights, cudaStream_t stream,
                               int reg_experts = kRouteRegExperts,
                               int wide_tokens = kRouteWideTokens);
 
@@ -89,8 +89,8 @@ struct SituFill {
   int32_t* h_ready = nullptr;
 };
 struct GroupArgs {
-  const int32_t* ids = nullptr;     // [T, k] global ids; -1, or outside the range: not owned
-  const float* weights = nullptr;   // [T, k]
+  const int32_t* ids = nullptr;    // [T, k] global ids; -1, or outside the range: not owned
+  const float* weights = nullptr;  // [T, k]
   int T = 0, k = 0;
   int expert_start = 0, expert_count = 0;
   int32_t* scratch = nullptr;         // [group_scratch_ints]
@@ -111,18 +111,18 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
 
 // ---- combine.cu ----
 // skip_single: tokens that own exactly one pair are left alone (GEMM2 wrote their out rows).
-cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T, int k,
-                           float* out, int64_t out_stride, bool skip_single, cudaStream_t stream);
+cudaError_t launch_combine(const float* y, int H, const int32_t* pair_pos, int T, int k, float* out,
+                           int64_t out_stride, bool skip_single, cudaStream_t stream);
 
 // ---- prologue.cu: quantize + group + the SiTU fill in one launch (decode sizes) ----
 constexpr int kPrologueMaxPairs = 4096;
 struct PrologueShape {
-  bool ok = false;        // false: the sizes do not fit; use the separate kernels
-  int chunks = 0;         // grouping chunks (warps of the grouping CTA)
+  bool ok = false;           // false: the sizes do not fit; use the separate kernels
+  int chunks = 0;            // grouping chunks (warps of the grouping CTA)
   bool route_first = false;  // GPU routing: launch_route_kimi first, then the prologue on its
                              // ids / weights
-  int quant_ctas = 0;     // CTAs quantizing rows, besides the grouping CTA
-  size_t smem_bytes = 0;  // dynamic shared memory of a CTA (<= 48 KB)
+  int quant_ctas = 0;        // CTAs quantizing rows, besides the grouping CTA
+  size_t smem_bytes = 0;     // dynamic shared memory of a CTA (<= 48 KB)
 };
 // Decided on the host from sizes only (graph-capturable): T * k <= kPrologueMaxPairs and the
 // grouping counters fit 48 KB of shared memory; routing (the GPU router) needs
@@ -166,8 +166,8 @@ cudaError_t launch_prologue(const PrologueArgs& a, const PrologueShape& s, cudaS
 // ---- diagnostics: MXMOE_DECODE_TIMELINE builds only (else cudaErrorNotSupported) ----
 // The prologue's and the combine's per-CTA stamps on the decode GEMMs' clock (smxx/cta_timeline.h:
 // entry, wait done, exit, SM id; the prologue's CTA 0 also kTlData when the ids are counted and
-// kTlMath when the offsets are written), out = [CTA][kTlFields] for their first kGlueTimelineCtas CTAs
-// (the combine's CTAs numbered blockIdx.y * gridDim.x + blockIdx.x), as the last launches left
+// kTlMath when the offsets are written), out = [CTA][kTlFields] for their first kGlueTimelineCtas
+// CTAs (the combine's CTAs numbered blockIdx.y * gridDim.x + blockIdx.x), as the last launches left
 // them; *_reset zeroes them on `stream` (before the launches to read).
 constexpr int kGlueTimelineCtas = 256;
 cudaError_t prologue_timeline_read(std::vector<uint64_t>* out);

@@ -45,7 +45,7 @@ namespace {
 
 constexpr int kMaxLocal = 8192;
 constexpr int kScanThreads = 1024;
-constexpr int kScanRounds = 8;   // 32-chunk groups per expert a scan warp loads at once
+constexpr int kScanRounds = 8;  // 32-chunk groups per expert a scan warp loads at once
 constexpr int kRankThreads = 256;
 constexpr int kRankSmemInts = 12288;  // 48 KB: no opt-in attribute (graph-capture friendly)
 constexpr int kChunkSteps = kGroupChunk / 32;
@@ -195,8 +195,7 @@ __global__ void __launch_bounds__(kScanThreads)
   __syncthreads();
   // Exclusive scan of the totals into offsets[0..E].
   cta_exclusive_scan<kScanThreads, kMaxLocal / kScanThreads>(
-      E, warp_sums, [&](int e) { return totals[e]; },
-      [&](int e, int32_t v) { offsets[e] = v; });
+      E, warp_sums, [&](int e) { return totals[e]; }, [&](int e, int32_t v) { offsets[e] = v; });
   // scratch[e, c] stays relative to expert e's first row: group_place adds offsets[e].
 }
 
@@ -210,10 +209,9 @@ RankKernel rank_kernel(int single) {
 
 // One thread per pair; out_token (may be null) from group_rank's single-pair flag.
 __global__ void __launch_bounds__(kPlaceThreads)
-    group_place_kernel(const int32_t* ids, const float* weights, int pairs, int k, int start,
-                       int E, int chunks, const int32_t* scratch, const int32_t* offsets,
-                       int32_t* x_row, float* row_weight, int32_t* pair_pos,
-                       int32_t* out_token) {
+    group_place_kernel(const int32_t* ids, const float* weights, int pairs, int k, int start, int E,
+                       int chunks, const int32_t* scratch, const int32_t* offsets, int32_t* x_row,
+                       float* row_weight, int32_t* pair_pos, int32_t* out_token) {
   pdl::wait();
   pdl::launch_dependents();
   const int i = blockIdx.x * kPlaceThreads + threadIdx.x;
@@ -250,26 +248,24 @@ cudaError_t launch_group(const GroupArgs& a, cudaStream_t stream, const char** f
                             : walkers == 2 ? rank_kernel<kChunkSteps / 2>(single)
                                            : rank_kernel<kChunkSteps>(single);
     const size_t smem = (static_cast<size_t>(walkers) * E + (E + 31) / 32) * sizeof(int32_t);
-    if (cudaError_t e = pdl::launch_pdl(rank, dim3(chunks), dim3(kRankThreads), smem, stream,
-                                        a.ids, pairs, a.k, a.expert_start, E, a.scratch,
-                                        a.pair_pos);
+    if (cudaError_t e = pdl::launch_pdl(rank, dim3(chunks), dim3(kRankThreads), smem, stream, a.ids,
+                                        pairs, a.k, a.expert_start, E, a.scratch, a.pair_pos);
         e != cudaSuccess)
       return e;
   }
   *failed_kernel = "group_scan";
-  if (cudaError_t e = pdl::launch_pdl(group_scan_kernel, dim3(1), dim3(kScanThreads), 0, stream,
-                                      chunks, E, a.scratch, a.expert_offsets,
-                                      a.out_token ? a.expert_has_out : nullptr, a.situ,
-                                      a.expert_start);
+  if (cudaError_t e = pdl::launch_pdl(
+          group_scan_kernel, dim3(1), dim3(kScanThreads), 0, stream, chunks, E, a.scratch,
+          a.expert_offsets, a.out_token ? a.expert_has_out : nullptr, a.situ, a.expert_start);
       e != cudaSuccess)
     return e;
   if (chunks > 0) {
     *failed_kernel = "group_place";
     const int ctas = (pairs + kPlaceThreads - 1) / kPlaceThreads;
-    if (cudaError_t e = pdl::launch_pdl(group_place_kernel, dim3(ctas), dim3(kPlaceThreads), 0,
-                                        stream, a.ids, a.weights, pairs, a.k, a.expert_start, E,
-                                        chunks, a.scratch, a.expert_offsets, a.x_row,
-                                        a.row_weight, a.pair_pos, a.out_token);
+    if (cudaError_t e =
+            pdl::launch_pdl(group_place_kernel, dim3(ctas), dim3(kPlaceThreads), 0, stream, a.ids,
+                            a.weights, pairs, a.k, a.expert_start, E, chunks, a.scratch,
+                            a.expert_offsets, a.x_row, a.row_weight, a.pair_pos, a.out_token);
         e != cudaSuccess)
       return e;
   }

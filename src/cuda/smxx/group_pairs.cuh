@@ -42,14 +42,13 @@ __device__ __forceinline__ bool one_owned_in_window(unsigned owned, int first, i
 // (Out of line: inlined into group.cu's 32 unrolled steps it tripled the scatter's code and
 // time, bench/NOTES.md G round 5; the callers arrange their windows so that it is rare.)
 inline __device__ __noinline__ bool token_owns_one_pair_by_ids(int t0, int k, const int32_t* ids,
-                                                        int start, int count) {
+                                                               int start, int count) {
   int n = 0;
   for (int j = 0; j < k; ++j) n += local_expert(ids[t0 + j], start, count) >= 0 ? 1 : 0;
   return n == 1;
 }
-__device__ __forceinline__ bool token_owns_one_pair(unsigned owned, int i, int k, int w0,
-                                                    int w_end, const int32_t* ids, int start,
-                                                    int count) {
+__device__ __forceinline__ bool token_owns_one_pair(unsigned owned, int i, int k, int w0, int w_end,
+                                                    const int32_t* ids, int start, int count) {
   const int t0 = (i / k) * k;
   if (t0 >= w0 && t0 + k <= w_end) return one_owned_in_window(owned, t0 - w0, k);  // k <= 32
   return token_owns_one_pair_by_ids(t0, k, ids, start, count);

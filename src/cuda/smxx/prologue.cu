@@ -50,13 +50,14 @@ constexpr int kSmemBudget = 48 * 1024;  // no opt-in attribute needed (graph-cap
 // used to take most of an SM's registers (512 threads; at 40 a thread, since the fifty-second
 // session, they leave room), so the count also set how many SMs the decode GEMM1's CTAs, launched
 // under PDL at the prologue's start, found free: with one CTA per token up to 128 (before),
-// TP8xEP4 T=128 left GEMM1 3 free SMs and ran ~17 us longer than its kernels' sum. Same binary on an H100 (bench/NOTES.md, thirtieth session; us, w4a16,
-// 128 -> 32): TP8xEP4 T=128 215.6 -> 200.8, T=192 224.5 -> 214.3, T=256 233.5 -> 223.6; EP16
-// T=192 387.8 -> 378.6; T <= 96 within +-0.9% (w4a8 included). MXMOE_PROLOGUE_QUANT_CTAS=n
-// (1..kMaxQuantCtas) replaces it for same-binary A/Bs; read once, so the plan stays a function
-// of sizes (graph-safe). Re-timed once the ids instance's CTAs co-reside with GEMM1's (H100, same
-// call, fifty-third session): 16 and 64 were level with 32 within 1 us at T = 16..512 but for
-// 16 at TP8xEP4 T=128 (-2.4..-3.6) and T=256 w4a8 (+2.7), and 64 at EP16 T=64 (+3.5..+4.3).
+// TP8xEP4 T=128 left GEMM1 3 free SMs and ran ~17 us longer than its kernels' sum. Same binary on
+// an H100 (bench/NOTES.md, thirtieth session; us, w4a16, 128 -> 32): TP8xEP4 T=128 215.6 -> 200.8,
+// T=192 224.5 -> 214.3, T=256 233.5 -> 223.6; EP16 T=192 387.8 -> 378.6; T <= 96 within +-0.9%
+// (w4a8 included). MXMOE_PROLOGUE_QUANT_CTAS=n (1..kMaxQuantCtas) replaces it for same-binary A/Bs;
+// read once, so the plan stays a function of sizes (graph-safe). Re-timed once the ids instance's
+// CTAs co-reside with GEMM1's (H100, same call, fifty-third session): 16 and 64 were level with 32
+// within 1 us at T = 16..512 but for 16 at TP8xEP4 T=128 (-2.4..-3.6) and T=256 w4a8 (+2.7), and 64
+// at EP16 T=64 (+3.5..+4.3).
 constexpr int kQuantCtas = 32;
 constexpr int kMaxQuantCtas = 128;
 int max_quant_ctas() {
@@ -66,7 +67,7 @@ int max_quant_ctas() {
   }();
   return cap;
 }
-constexpr int kMaxScanSeg = 16;         // experts per thread in the offsets scan (<= 8192 / 512)
+constexpr int kMaxScanSeg = 16;  // experts per thread in the offsets scan (<= 8192 / 512)
 
 // Registers: 40 a thread, where the kernel took 128 while it held the router (and a router
 // change had moved the ids path's decode times by +-1 us with no line of that path changed). At

@@ -40,8 +40,9 @@ cudaError_t launch_quantize_input(const void* x, bool x_is_f32, int64_t x_stride
   if (T <= 0) return cudaSuccess;
   if (H % 32 != 0) return cudaErrorInvalidValue;
   const bool vec = quantize_rows_vectorizable(x, x_is_f32, x_stride);
-  auto kernel = x_is_f32 ? (vec ? quantize_input_kernel<true, true> : quantize_input_kernel<true, false>)
-                         : (vec ? quantize_input_kernel<false, true> : quantize_input_kernel<false, false>);
+  auto kernel =
+      x_is_f32 ? (vec ? quantize_input_kernel<true, true> : quantize_input_kernel<true, false>)
+               : (vec ? quantize_input_kernel<false, true> : quantize_input_kernel<false, false>);
   return pdl::launch_pdl(kernel, dim3(T), dim3(kThreads), 0, stream, x, x_stride, H, mxfp8,
                          reinterpret_cast<uint16_t*>(xq));
 }

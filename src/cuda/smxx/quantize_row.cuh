@@ -32,8 +32,14 @@ __device__ __forceinline__ void load8(const void* x, size_t i, float v[8], uint1
     if constexpr (kVec) {
       const float4 a = *reinterpret_cast<const float4*>(p);
       const float4 b = *reinterpret_cast<const float4*>(p + 4);
-      v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
-      v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+      v[0] = a.x;
+      v[1] = a.y;
+      v[2] = a.z;
+      v[3] = a.w;
+      v[4] = b.x;
+      v[5] = b.y;
+      v[6] = b.z;
+      v[7] = b.w;
     } else {
 #pragma unroll
       for (int j = 0; j < 8; ++j) v[j] = p[j];
@@ -103,7 +109,8 @@ __device__ __forceinline__ void quantize_row(const void* x, size_t in_base, int 
         }
       }
     }
-    *reinterpret_cast<uint4*>(out + static_cast<size_t>(q) * 8) = make_uint4(o[0], o[1], o[2], o[3]);
+    *reinterpret_cast<uint4*>(out + static_cast<size_t>(q) * 8) =
+        make_uint4(o[0], o[1], o[2], o[3]);
   }
 }
 

@@ -61,16 +61,15 @@ __global__ void __maxnreg__(128)
 
 }  // namespace
 
-cudaError_t launch_route_kimi(const float* logits, int64_t logits_stride, const float* bias,
-                              int T, int E, int k, bool renormalize, float scaling,
-                              int32_t* ids, float* weights, cudaStream_t stream,
-                              int reg_experts, int wide_tokens) {
+cudaError_t launch_route_kimi(const float* logits, int64_t logits_stride, const float* bias, int T,
+                              int E, int k, bool renormalize, float scaling, int32_t* ids,
+                              float* weights, cudaStream_t stream, int reg_experts,
+                              int wide_tokens) {
   if (T <= 0) return cudaSuccess;
   if (E <= 0 || E > kRouteMaxExperts || k <= 0 || k > 64 || k > E) return cudaErrorInvalidValue;
   if (T <= wide_tokens && route_keys_in_registers(E, reg_experts)) {
-    return pdl::launch_pdl(route_kimi_wide_kernel, dim3(T), dim3(kRouteWideWarps * 32), 0,
-                           stream, logits, logits_stride, bias, E, k, renormalize, scaling, ids,
-                           weights);
+    return pdl::launch_pdl(route_kimi_wide_kernel, dim3(T), dim3(kRouteWideWarps * 32), 0, stream,
+                           logits, logits_stride, bias, E, k, renormalize, scaling, ids, weights);
   }
   const int blocks = (T + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const int words = route_scratch_words(E, reg_experts);

@@ -34,7 +34,7 @@ namespace mxmoe::smxx {
 __device__ __forceinline__ uint32_t route_order_key(float c) {
   if (c != c) return 1u;  // NaN: below every number
   uint32_t u = __float_as_uint(c);
-  if (u == 0x80000000u) u = 0u;  // -0 ranks with +0
+  if (u == 0x80000000u) u = 0u;                       // -0 ranks with +0
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // -Inf -> 0x007FFFFF > 1
 }
 
@@ -340,17 +340,26 @@ __device__ __forceinline__ void route_token_warp(const float* row, const float* 
     int best_id = INT_MAX;
     for (int e = lane; e < E; e += 32) {
       const uint32_t v = keys[e];
-      if (v > best) { best = v; best_id = e; }
+      if (v > best) {
+        best = v;
+        best_id = e;
+      }
     }
     for (int off = 16; off > 0; off >>= 1) {
       const uint32_t ov = __shfl_xor_sync(~0u, best, off);
       const int oid = __shfl_xor_sync(~0u, best_id, off);
-      if (route_before(ov, oid, best, best_id)) { best = ov; best_id = oid; }
+      if (route_before(ov, oid, best, best_id)) {
+        best = ov;
+        best_id = oid;
+      }
     }
     // k <= E, so an unretired expert (key >= 1) always exists: best_id is a valid id.
     const float s = situ_sigmoid(row[best_id]);
     sum += s;
-    if (lane == j % 32 && j < 32) { my_s = s; my_id = best_id; }
+    if (lane == j % 32 && j < 32) {
+      my_s = s;
+      my_id = best_id;
+    }
     if (lane == 0) keys[best_id] = 0u;
     // Slots 32..63 are written directly by lane 0 (rare; keeps registers fixed).
     if (j >= 32 && lane == 0) {
