@@ -111,7 +111,7 @@ __device__ __forceinline__ uint32_t ld_weights_u32(const void* ptr, uint64_t pol
 // Bounded to 5 CTAs per SM at split 1, as the other split-1 kernels compile: left free, ptxas
 // gave D round 25's version 127 registers (4 CTAs per SM); since load_chunk_small it takes 80.
 template <int S, bool kGemm1, bool kSpec, bool kSmall = false>
-__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, kSmall&& S == 1 ? 5 : 0)
+__global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kThreads, (kSmall && S == 1) ? 5 : 0)
     decode_gemm_kernel(const KernelArgs p, const DecodeSpec spec) {
   using L = Smem<S>;
   constexpr int D = kDepth;

@@ -25,8 +25,8 @@
 namespace mxmoe::smxx {
 namespace {
 
-constexpr int kWarps = kCombineWarps, kCols = kCombineCols,
-              kSlice = kCombineChunk;  // combine_grid.h
+// (combine_grid.h)
+constexpr int kWarps = kCombineWarps, kCols = kCombineCols, kSlice = kCombineChunk;
 
 template <bool kVec>
 __global__ void __launch_bounds__(kWarps * 32)
