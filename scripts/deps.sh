@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs what the build and tests need on a fresh Debian machine of the project's kind
-# (cmake, ninja, GoogleTest sources, nlohmann-json, clang for the fuzzers), and, with --carry,
-# copies the header-only / source dependencies into .deps/ so that a GPU run, whose machine has no
-# package registry, can carry them (GoogleTest sources, nlohmann-json headers), and, with --sass,
-# fetches NVIDIA's SASS tools (cuobjdump, nvdisasm: PyPI wheels, which the CUDA toolkit here
-# lacks) into .deps/sass/bin for scripts/kernel_sass.sh.
+# Installs what the build and tests need on a fresh Debian machine of the project's kind (cmake,
+# ninja, GoogleTest sources, nlohmann-json, clang for the fuzzers, clang-format for ctest's
+# format_check), and, with --carry, copies the header-only / source dependencies into .deps/ so
+# that a GPU run, whose machine has no package registry, can carry them (GoogleTest sources,
+# nlohmann-json headers), and, with --sass, fetches NVIDIA's SASS tools (cuobjdump, nvdisasm:
+# PyPI wheels, which the CUDA toolkit here lacks) into .deps/sass/bin for scripts/kernel_sass.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
@@ -14,6 +14,7 @@ command -v g++ >/dev/null || need+=(g++)
 [ -f /usr/src/googletest/CMakeLists.txt ] || need+=(googletest)
 [ -f /usr/include/nlohmann/json.hpp ] || need+=(nlohmann-json3-dev)
 command -v clang++ >/dev/null || need+=(clang)
+command -v clang-format >/dev/null || need+=(clang-format)  # ctest format_check
 if [ ${#need[@]} -gt 0 ]; then
   echo "deps: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
