@@ -122,9 +122,6 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   // ---- SiTU parameters ----
   fill_situ(a.situ, a.expert_start, El, tid, kThreads);
 
-  const int32_t* ids = a.ids;
-  const float* weights = a.weights;
-
   // ---- grouping: counts per (chunk, local expert) ----
   int32_t* cnt = reinterpret_cast<int32_t*>(smem);  // [chunks][El]
   int32_t* off = cnt + a.chunks * El;               // [El + 1]
@@ -132,7 +129,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
   __syncthreads();
   if (warp < a.chunks)
     for (int i = c_begin + lane; i < c_end; i += 32) {
-      const int le = local_expert(early && i == i_first ? id_first : ids[i], a.expert_start, El);
+      const int le = local_expert(early && i == i_first ? id_first : a.ids[i], a.expert_start, El);
       if (le >= 0) atomicAdd(&cnt[warp * El + le], 1);  // integer: order-independent
     }
   __syncthreads();
@@ -168,7 +165,7 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
     for (int i0 = c_begin; i0 < c_end; i0 += 32) {
       const int i = i0 + lane;
       const int le =
-          i < c_end ? local_expert(early && i == i_first ? id_first : ids[i], a.expert_start, El)
+          i < c_end ? local_expert(early && i == i_first ? id_first : a.ids[i], a.expert_start, El)
                     : -2;
       const unsigned same = __match_any_sync(~0u, le);
       const unsigned owned = __ballot_sync(~0u, le >= 0);
@@ -177,12 +174,12 @@ __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
         a.pair_pos[i] = pos;
         if (pos >= 0) {
           a.x_row[pos] = i / k;
-          a.row_weight[pos] = early && i == i_first ? w_first : weights[i];
+          a.row_weight[pos] = early && i == i_first ? w_first : a.weights[i];
         }
       }
       if (a.out_token) {
         const bool single = le >= 0 && token_owns_one_pair(owned, i, k, i0, min(i0 + 32, c_end),
-                                                           ids, a.expert_start, El);
+                                                           a.ids, a.expert_start, El);
         record_single_pairs(a.out_token, a.expert_has_out, pos, single, i / k, le, same, lane);
       }
     }
