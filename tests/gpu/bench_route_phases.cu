@@ -213,10 +213,8 @@ __device__ __forceinline__ void route_phases_body(const float* row, const float*
     __shared__ uint32_t keys[1024];
     __shared__ int nan_flag;
     uint32_t key[32];
-    const bool nan_token = wide_keys < V == kWide4 ? 4
-                           : V == kWide8           ? 8
-                           : V == kWide16          ? 16
-                                                   : 1 > (row, bias, keys, &nan_flag, key);
+    constexpr int kWarps = V == kWide4 ? 4 : V == kWide8 ? 8 : V == kWide16 ? 16 : 1;
+    const bool nan_token = wide_keys<kWarps>(row, bias, keys, &nan_flag, key);
     if (threadIdx.x >= 32) return;  // warp 0 selects
     stamped_pick(key, nan_token, row, scratch, ids, weights, lane, sink + lane, t);
   } else if constexpr (V == kWideCta) {
