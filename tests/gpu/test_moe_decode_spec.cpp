@@ -7,9 +7,10 @@
 // eagerly and in a captured graph replayed with new ids (the kernels read the ids before they
 // wait: a stale or early read would show as a difference); mode 0 is also held to the CPU
 // reference, so the comparison is not between two wrong answers.
-// With router logits (GPU routing in the fused prologue) the GEMMs read the routed ids behind the
-// prologue's ready flag: the same bits again, eagerly and in replays with new logits.
-// (The separate-glue path, MXMOE_GLUE=separate, is read once per process: not toggled here.)
+// With router logits (route_kimi, then the fused prologue on its ids) the GEMMs read the routed
+// ids behind the prologue's ready flag: the same bits again, eagerly and in replays with new
+// logits. (The separate-glue path, MXMOE_GLUE=separate, is read once per process: not toggled
+// here.)
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -179,7 +180,7 @@ TEST(MoeDecodeSpec, GraphReplayReadsEachReplaysIds) {
 }
 
 TEST(MoeDecodeSpec, GpuRoutedIdsBehindTheReadyFlag) {
-  // GPU routing inside the fused prologue (router logits in): where the mode takes ids, the
+  // GPU routing before the fused prologue (router logits in): where the mode takes ids, the
   // decode GEMMs read the routed ids once the prologue's ready flag is set (run.cpp,
   // routed_spec). Each mode must give mode 0's bits eagerly, and a graph captured under every bit
   // and replayed with new logits must equal eager mode-0 runs (a GEMM that read the ids before

@@ -40,10 +40,10 @@ TEST(MoeGraph, CaptureThenReplayWithNewInputsAndRouting) {
   auto g = make_gpu_layer(kE, kH, 384, kK, 448, 224, 402);
   ASSERT_TRUE(g);
   const SyntheticLayer& s = *g->syn;
-  // T = 1: GPU routing inside the fused prologue, its ids behind the ready flag (the default
-  // rule takes ids here: 4 local rows of 224 experts at I = 384, sm90::decode_spec_takes_ids);
-  // T = 8: the same prologue without the flag (32 rows: over the rule's bytes); T = 128:
-  // route_kimi before the prologue.
+  // GPU routing (route_kimi, then the fused prologue on its ids) at every T here. T = 1: the
+  // ids behind the prologue's ready flag (the default rule takes ids here: 4 local rows of 224
+  // experts at I = 384, sm90::decode_spec_takes_ids); T = 8: no flag (32 rows: over the rule's
+  // bytes); T = 128: a larger batch through the same chain.
   for (int T : {1, 8, 128}) {
     for (Backend backend : {Backend::kW4A16, Backend::kW4A8}) {
       for (bool gpu_route : {false, true}) {

@@ -73,9 +73,9 @@ TEST(MoeEp224x384, GpuRoutingDecodePrefillLarge) {
   MXMOE_REQUIRE_SM90();
   auto g = make_gpu_layer(kE, kH, 384, kK, 448, 224, 202);
   ASSERT_TRUE(g);
-  // T = 1 / 8 / 16 route inside the fused prologue (at T = 1 the decode GEMMs read the ids
-  // behind its ready flag; at 8 / 16 the default rule takes no ids: MoeDecodeSpec forces the
-  // modes that do), 128 in route_kimi before it, 4096 in the separate glue.
+  // Every T routes in route_kimi first; T = 1 / 8 / 16 / 128 then group in the fused prologue
+  // (at T = 1 the decode GEMMs read the ids behind its ready flag; at 8 / 16 the default rule
+  // takes no ids: MoeDecodeSpec forces the modes that do), 4096 in the separate glue.
   for (int T : {1, 8, 16, 128, 4096}) {
     CaseOptions c;
     c.name = "ep224x384 gpu-route";

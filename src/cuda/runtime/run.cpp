@@ -207,8 +207,9 @@ Status run_moe(const PreparedWeights* w, const MoeRunParams& p, cudaStream_t str
   // from that (a bound of T * k would pick 32-wide tiles at EP16 T=64 for ~1 row per expert).
   const int rows_hint =
       static_cast<int>(std::max<int64_t>(1, (static_cast<int64_t>(T) * k * E + Et - 1) / Et));
-  // GPU routing inside the fused prologue: the ids' ready flag only where the decode GEMMs
-  // would take the ids (their rule sees the same rows as gp below: hint rows_hint, bound T * k).
+  // GPU routing with the fused prologue (route_kimi, then the prologue on its ids): the ids'
+  // ready flag only where the decode GEMMs would take the ids (their rule sees the same rows as gp
+  // below: hint rows_hint, bound T * k).
   const bool routed_spec =
       !caller_routing && shape.ok && routed_spec_allowed() &&
       sm90::decode_spec_takes_ids(E, sm90::choice_rows(rows_hint, T * k), H, I);

@@ -174,8 +174,8 @@ __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(kBulkThreads)
   const bool own = kSpec && kGemm1 && spec.own.x != nullptr;
   if constexpr (kSpec) {
     // Nothing here reads what the chain writes unfenced: the ids were complete before it began
-    // or are published by their ready flag (the prologue's GPU routing), the weights never
-    // change (decode_gemm.h, DecodeSpec). (The prefix's barriers publish the mbarriers.)
+    // or are published by their ready flag (the GPU router's, set by the prologue), the weights
+    // never change (decode_gemm.h, DecodeSpec). (The prefix's barriers publish the mbarriers.)
     wait_ids_ready(spec.ids_ready);
     build_tile_prefix_from_ids<kBN, kBulkThreads, kMaxExperts>(
         p, spec.ids, spec.pairs, spec.expert_start, m_tiles, sPrefix, sWarp, sSpan);
