@@ -217,8 +217,8 @@ bool select_picks(const Case& c, unsigned seed) {
     uint32_t key[32];
     smxx::route_lane_keys(in.logits.data(), in.bias.data(), c.E, key);
     int32_t my_id = -1;
-    const bool ok =
-        smxx::route_select_warp(key, smxx::route_max_key(key), c.k, aligned, &my_id, nullptr);
+    const bool ok = smxx::route_select_warp<false>(key, smxx::route_max_key(key), c.k, aligned,
+                                                   &my_id, nullptr);
     if (lane == 0) picked = ok;
   });
   return picked;
@@ -256,7 +256,7 @@ TEST(RouteWarpSim, SelectRanksTheThirtyThirdCandidate) {
     if (lane == 31) key[1] = 5000u;                // expert 63: the best of all
     int32_t my_id = -1;
     const bool ok =
-        smxx::route_select_warp(key, smxx::route_max_key(key), kK, aligned, &my_id, nullptr);
+        smxx::route_select_warp<false>(key, smxx::route_max_key(key), kK, aligned, &my_id, nullptr);
     picks[lane] = my_id;
     if (lane == 0) picked = ok;
   });

@@ -169,10 +169,12 @@ __device__ __forceinline__ uint64_t route_rank_word(uint32_t key, int id) {
 // tau compares keys only (32 shuffles, a min-reduction), the candidates are one predicate mask,
 // and the rank words compare in one 64-bit test each, over a list zero-padded to a multiple of 8
 // (zero ranks below every candidate: their keys are >= tau >= 1). The second 32 candidates are
-// ranked only when there are more than 32. shared_keys (or null): the same keys in shared
-// memory, expert e's at shared_keys[e], as the wide CTA has them; with them the candidates are
-// gathered by a loop over the lane's few, not 32 predicated steps. Warp-uniform; *my_id: slot
-// `lane`'s expert.
+// ranked only when there are more than 32. kSharedKeys: shared_keys holds the same keys in
+// shared memory, expert e's at shared_keys[e], as the wide CTA has them, and the candidates are
+// gathered by a loop over the lane's few, not 32 predicated steps over registers (a compile-time
+// choice: a run-time null test kept both gathers in the kernel and tangled the mask's code with
+// the unused one's); otherwise shared_keys is unused. Warp-uniform; *my_id: slot `lane`'s expert.
+template <bool kSharedKeys>
 __device__ __forceinline__ bool route_select_warp(const uint32_t (&key)[32], uint32_t lb, int k,
                                                   uint32_t* scratch, int32_t* my_id,
                                                   const uint32_t* shared_keys) {
@@ -187,14 +189,13 @@ __device__ __forceinline__ bool route_select_warp(const uint32_t (&key)[32], uin
   uint32_t mask = 0;            // bit i: key[i] is a candidate
 #pragma unroll
   for (int i = 0; i < 32; ++i) mask |= (key[i] >= tau ? 1u : 0u) << i;
-  const int count = __popc(mask);
-  const int total = __reduce_add_sync(~0u, count);
+  int total;  // candidates in the warp; at: this lane's first one's place in the list
+  const int at = warp_exclusive_sum_bits<6>(static_cast<unsigned>(__popc(mask)), lane, &total);
   if (total > kRouteSelectMax) return false;
-  const int at = warp_inclusive_sum(count, lane) - count;  // this lane's first candidate slot
   uint64_t* cand = reinterpret_cast<uint64_t*>(scratch);
   int32_t* slot = reinterpret_cast<int32_t*>(scratch + 2 * kRouteSelectMax);
   uint64_t* next = cand + at;
-  if (shared_keys != nullptr) {  // one pass per candidate of the lane (~1 for real logits)
+  if constexpr (kSharedKeys) {  // one pass per candidate of the lane (~1 for real logits)
     for (uint32_t m = mask; m != 0; m &= m - 1) {
       const int e = lane + 32 * (__ffs(m) - 1);
       *next++ = route_rank_word(shared_keys[e], e);
@@ -295,7 +296,8 @@ __device__ __forceinline__ bool route_lane_keys(const float* row, const float* b
 // route_pick_regs is everything after the keys: key[i] holds expert lane + 32 i's key (0 where
 // absent), nan_token whether any of the token's keys is NaN (warp-uniform). Its callers: the
 // one-warp routine below, and route.cu's wide kernel, whose keys come from the CTA's warps
-// (shared_keys: the same keys in shared memory, or null; see route_select_warp).
+// (kSharedKeys, shared_keys: the same keys in shared memory; see route_select_warp).
+template <bool kSharedKeys>
 __device__ __forceinline__ void route_pick_regs(uint32_t (&key)[32], bool nan_token,
                                                 const float* row, int k, bool renormalize,
                                                 float scaling, int32_t* ids, float* weights,
@@ -303,9 +305,9 @@ __device__ __forceinline__ void route_pick_regs(uint32_t (&key)[32], bool nan_to
                                                 const uint32_t* shared_keys) {
   const int lane = threadIdx.x % 32;
   int32_t my_id = -1;  // lane j < k keeps slot j's expert
-  const bool selected =
-      select_scratch != nullptr && k <= 32 &&
-      route_select_warp(key, route_max_key(key), k, select_scratch, &my_id, shared_keys);
+  const bool selected = select_scratch != nullptr && k <= 32 &&
+                        route_select_warp<kSharedKeys>(key, route_max_key(key), k, select_scratch,
+                                                       &my_id, shared_keys);
   if (!selected) {  // the rounds need each lane's best's index too
     uint32_t lb;
     int li;
@@ -344,8 +346,8 @@ __device__ __forceinline__ void route_token_warp_regs(const float* row, const fl
                                                       uint32_t* select_scratch) {
   uint32_t key[32];
   const bool nan_token = __any_sync(~0u, route_lane_keys(row, bias, E, key));
-  route_pick_regs(key, nan_token, row, k, renormalize, scaling, ids, weights, select_scratch,
-                  nullptr);
+  route_pick_regs<false>(key, nan_token, row, k, renormalize, scaling, ids, weights, select_scratch,
+                         nullptr);
 }
 
 // Routes token row `row` (E logits) into ids[0..k) / weights[0..k). `keys` is this warp's
