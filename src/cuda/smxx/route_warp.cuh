@@ -236,12 +236,16 @@ __device__ __forceinline__ bool route_select_warp(const uint32_t (&key)[32], uin
 }
 
 // The sum of slots 0..min(k, 32) - 1's sigmoids (lane j holds slot j's my_s), in slot order.
+// By groups of 8 slots, stopping after the group holding slot k - 1 (k is warp-uniform): k = 16
+// runs 16 shuffles and adds, not 32.
 __device__ __forceinline__ float route_slot_sum(float my_s, int k) {
   float sum = 0.0f;
+  for (int j0 = 0; j0 < 32 && j0 < k; j0 += 8) {
 #pragma unroll
-  for (int j = 0; j < 32; ++j) {
-    const float s = __shfl_sync(~0u, my_s, j);
-    if (j < k) sum += s;
+    for (int u = 0; u < 8; ++u) {
+      const float s = __shfl_sync(~0u, my_s, j0 + u);
+      if (j0 + u < k) sum += s;
+    }
   }
   return sum;
 }
