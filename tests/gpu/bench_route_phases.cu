@@ -4,7 +4,7 @@
 // (smxx/route_warp.cuh) on the decode critical path. This program runs one warp on one token,
 // E = 896, k = 16, and stamps clock64 between the routine's phases:
 //   keys     route_lane_keys: the lane's 28 logits and 28 biases loaded, sigmoid + bias -> keys
-//   tree     route_tree_max: the lane's best of its 32 keys
+//   tree     route_max_key: the lane's best of its 32 keys
 //   select   route_select_warp: the k picks (threshold select)
 //   tail     the slot sigmoids (a second read of the winners' logits), the slot-order sum and
 //            the weights' stores (route_token_warp_regs' last lines, k <= 32)
@@ -167,20 +167,19 @@ __device__ __forceinline__ bool wide_keys(const float* row, const float* bias, u
   return *nan_flag != 0;
 }
 
-// The stamped phases after the keys (stamps t[1..4]): the keys' arrival, route_tree_max,
+// The stamped phases after the keys (stamps t[1..4]): the keys' arrival, route_max_key,
 // route_select_warp and the tail (slot sigmoids, slot-order sum, the weights' stores), as
 // route_token_warp_regs runs them for k <= 32.
+template <bool kSharedKeys>
 __device__ __forceinline__ void stamped_pick(uint32_t (&key)[32], bool nan_token, const float* row,
-                                             uint32_t* scratch, int32_t* ids, float* weights,
-                                             int lane, volatile uint32_t* sink,
-                                             long long (&t)[kStamps]) {
+                                             uint32_t* scratch, const uint32_t* shared_keys,
+                                             int32_t* ids, float* weights, int lane,
+                                             volatile uint32_t* sink, long long (&t)[kStamps]) {
   t[1] = stamp_after(key[0] ^ key[27], sink);
-  uint32_t lb;
-  int li;
-  route_tree_max(key, lb, li);
-  t[2] = stamp_after(lb ^ static_cast<uint32_t>(li), sink);
+  const uint32_t lb = route_max_key(key);
+  t[2] = stamp_after(lb, sink);
   int32_t my_id = -1;
-  const bool selected = route_select_warp(key, lb, li, kK, scratch, &my_id);
+  const bool selected = route_select_warp<kSharedKeys>(key, lb, kK, scratch, &my_id, shared_keys);
   t[3] = stamp_after(static_cast<uint32_t>(my_id) ^ selected, sink);
   const float my_s = lane < kK ? situ_sigmoid(row[my_id]) : 0.0f;
   const float sum = route_slot_sum(my_s, kK);
@@ -208,15 +207,15 @@ __device__ __forceinline__ void route_phases_body(const float* row, const float*
     if (threadIdx.x >= 32) return;  // (kPhases512: warp 0 alone works, compiled for 512 threads)
     uint32_t key[32];
     const bool nan_token = __any_sync(~0u, route_lane_keys(row, bias, kE, key));
-    stamped_pick(key, nan_token, row, scratch, ids, weights, lane, sink + lane, t);
+    stamped_pick<false>(key, nan_token, row, scratch, nullptr, ids, weights, lane, sink + lane, t);
   } else if constexpr (V == kWide4 || V == kWide8 || V == kWide16 || V == kWide1) {
     __shared__ uint32_t keys[1024];
     __shared__ int nan_flag;
     uint32_t key[32];
     constexpr int kWarps = V == kWide4 ? 4 : V == kWide8 ? 8 : V == kWide16 ? 16 : 1;
     const bool nan_token = wide_keys<kWarps>(row, bias, keys, &nan_flag, key);
-    if (threadIdx.x >= 32) return;  // warp 0 selects
-    stamped_pick(key, nan_token, row, scratch, ids, weights, lane, sink + lane, t);
+    if (threadIdx.x >= 32) return;  // warp 0 selects (its candidates' keys from keys[])
+    stamped_pick<true>(key, nan_token, row, scratch, keys, ids, weights, lane, sink + lane, t);
   } else if constexpr (V == kWideCta) {
     __shared__ uint32_t keys[kRouteRegMax];
     route_token_cta(row, bias, kE, kK, true, 2.5f, keys, scratch, 0, ids, weights);

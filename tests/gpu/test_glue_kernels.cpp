@@ -204,9 +204,10 @@ std::vector<RouteBitCase> route_bit_cases() {
   return out;
 }
 
-// launch_route_kimi on case c with the given router choice (reg_experts, wide_tokens); ids and
-// weights back on the host.
-RouteOut route_on_device(const RouteBitCase& c, int reg_experts, int wide_tokens) {
+// launch_route_kimi on case c (renormalized, scaling 1) with the given router choice
+// (reg_experts, wide_tokens; by default the shipped one); ids and weights back on the host.
+RouteOut route_on_device(const RouteBitCase& c, int reg_experts = smxx::kRouteRegExperts,
+                         int wide_tokens = smxx::kRouteWideTokens) {
   DevBuf<float> dl, db, dw(static_cast<size_t>(c.T) * c.k);
   DevBuf<int32_t> di(static_cast<size_t>(c.T) * c.k);
   RouteOut o;
@@ -543,17 +544,9 @@ TEST(GpuRoute, MinusInfBiasMasksExpertsLikeRouteKimi) {
   std::vector<int32_t> want_ids(static_cast<size_t>(T) * k);
   std::vector<float> want_w(static_cast<size_t>(T) * k);
   route_kimi(logits.data(), bias.data(), T, rc, want_ids.data(), want_w.data());
-  DevBuf<float> dl, db, dw(static_cast<size_t>(T) * k);
-  DevBuf<int32_t> di(static_cast<size_t>(T) * k);
-  CUDA_OK(dl.upload(logits));
-  CUDA_OK(db.upload(bias));
-  CUDA_OK(smxx::launch_route_kimi(dl.get(), E, db.get(), T, E, k, true, 1.0f, di.get(), dw.get(),
-                                  nullptr));
-  CUDA_OK(cudaDeviceSynchronize());
-  std::vector<int32_t> ids;
-  std::vector<float> w;
-  CUDA_OK(di.download(&ids));
-  CUDA_OK(dw.download(&w));
+  const RouteOut got = route_on_device({T, E, k, logits, bias});
+  const std::vector<int32_t>& ids = got.ids;
+  const std::vector<float>& w = got.weights;
   EXPECT_EQ(ids, want_ids);
   for (size_t i = 0; i < w.size(); ++i)
     EXPECT_NEAR(w[i], want_w[i], 1e-6 * std::fabs(want_w[i]) + 1e-30) << "slot " << i;
@@ -579,17 +572,9 @@ TEST(GpuRoute, NanLogitGivesNanWeightsForThatTokenOnly) {
     std::vector<int32_t> want_ids(static_cast<size_t>(T) * k);
     std::vector<float> want_w(static_cast<size_t>(T) * k);
     route_kimi(clean.data(), bias.data(), T, rc, want_ids.data(), want_w.data());
-    DevBuf<float> dl, db, dw(static_cast<size_t>(T) * k);
-    DevBuf<int32_t> di(static_cast<size_t>(T) * k);
-    CUDA_OK(dl.upload(logits));
-    CUDA_OK(db.upload(bias));
-    CUDA_OK(smxx::launch_route_kimi(dl.get(), E, db.get(), T, E, k, true, 1.0f, di.get(), dw.get(),
-                                    nullptr));
-    CUDA_OK(cudaDeviceSynchronize());
-    std::vector<int32_t> ids;
-    std::vector<float> w;
-    CUDA_OK(di.download(&ids));
-    CUDA_OK(dw.download(&w));
+    const RouteOut got = route_on_device({T, E, k, logits, bias});
+    const std::vector<int32_t>& ids = got.ids;
+    const std::vector<float>& w = got.weights;
     for (int t = 0; t < T; ++t) {
       std::vector<int32_t> tid(ids.begin() + t * k, ids.begin() + (t + 1) * k);
       if (t == 2 || t == 5) {

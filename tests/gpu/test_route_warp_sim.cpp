@@ -25,7 +25,7 @@ struct Case {
   int T, E, k;
   bool renormalize = true;
   float scaling = 1.0f;
-  enum Logits { kNormal, kTies, kUnderflow, kClustered } logits = kNormal;
+  enum Logits { kNormal, kTies, kUnderflow, kClustered, kPairs } logits = kNormal;
   bool bias = true, minus_inf = false, nan = false;
   float logit_scale = 2.0f, bias_scale = 0.1f;  // kNormal: logit ~ N(0, scale), bias likewise
 };
@@ -53,6 +53,13 @@ Inputs make_inputs(const Case& c, unsigned seed) {
       // Lanes 0..15 (e % 32 < 16) hold keys that all pass the select's threshold: its fallback.
       if (c.logits == Case::kClustered && e % 32 < 16) v = 3.0f + 0.01f * (e % 32);
       in.logits[static_cast<size_t>(t) * c.E + e] = v;
+    }
+  if (c.logits == Case::kPairs)  // experts 2m and 2m + 1 (neighbour lanes) tie: same key
+    for (int e = 1; e < c.E; e += 2) {
+      in.bias[e] = in.bias[e - 1];
+      for (int t = 0; t < c.T; ++t)
+        in.logits[static_cast<size_t>(t) * c.E + e] =
+            in.logits[static_cast<size_t>(t) * c.E + e - 1];
     }
   if (c.nan && c.T > 3) {
     in.logits[static_cast<size_t>(1) * c.E + c.E / 2] = NAN;
@@ -209,11 +216,9 @@ bool select_picks(const Case& c, unsigned seed) {
     const int lane = threadIdx.x % 32;
     uint32_t key[32];
     smxx::route_lane_keys(in.logits.data(), in.bias.data(), c.E, key);
-    uint32_t lb;
-    int li;
-    smxx::route_tree_max(key, lb, li);
     int32_t my_id = -1;
-    const bool ok = smxx::route_select_warp(key, lb, li, c.k, aligned, &my_id);
+    const bool ok = smxx::route_select_warp<false>(key, smxx::route_max_key(key), c.k, aligned,
+                                                   &my_id, nullptr);
     if (lane == 0) picked = ok;
   });
   return picked;
@@ -224,6 +229,41 @@ TEST(RouteWarpSim, SelectPicksRealLogitsAndDefersClusteredOnes) {
   Case c{1, 896, 16};
   c.logits = Case::kClustered;
   EXPECT_FALSE(select_picks(c, 30));
+}
+
+// Every key tied with a neighbour lane's: the threshold takes both of a tied pair, the select
+// still picks (not the fallback), and the lower id of each pair ranks first, as in route_kimi.
+TEST(RouteWarpSim, SelectPicksThroughTiedPairs) {
+  Case c{4, 896, 16};
+  c.logits = Case::kPairs;
+  check_case(c, 15);
+  c.T = 1;
+  for (unsigned seed = 50; seed < 54; ++seed) EXPECT_TRUE(select_picks(c, seed));
+}
+
+// The candidate list in scan order (lane, then i) puts lane 31's second key last: with 33
+// candidates it is the 33rd, ranked by the second pass only, and it is the best key, slot 0.
+TEST(RouteWarpSim, SelectRanksTheThirtyThirdCandidate) {
+  constexpr int kK = 32;
+  std::vector<uint32_t> scratch(smxx::kRouteSelectWords + 2);
+  uint32_t* aligned = scratch.data() + (reinterpret_cast<uintptr_t>(scratch.data()) % 8 ? 1 : 0);
+  std::vector<int32_t> picks(32, -7);
+  bool picked = false;
+  block_sim::run_warp([&] {
+    const int lane = threadIdx.x % 32;
+    uint32_t key[32] = {};
+    key[0] = 1000u + static_cast<uint32_t>(lane);  // the 32 lane bests; tau is the least, 1000
+    if (lane == 31) key[1] = 5000u;                // expert 63: the best of all
+    int32_t my_id = -1;
+    const bool ok =
+        smxx::route_select_warp<false>(key, smxx::route_max_key(key), kK, aligned, &my_id, nullptr);
+    picks[lane] = my_id;
+    if (lane == 0) picked = ok;
+  });
+  ASSERT_TRUE(picked);
+  std::vector<int32_t> want{63};
+  for (int e = 31; e >= 1; --e) want.push_back(e);
+  EXPECT_EQ(picks, want);
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ constexpr int kRouteRegMax = 1024;
 constexpr int kRouteRegExperts = kRouteRegMax;
 // The register version's threshold select (route_warp.cuh, route_select_warp) ranks at most
 // kRouteSelectMax candidates in a per-warp scratch of kRouteSelectWords 32-bit words (8-byte
-// aligned): the candidates' (key, id) pairs, then the k <= 32 slot ids.
+// aligned): the candidates' 64-bit rank words (key, ~id), then the k <= 32 slot ids.
 constexpr int kRouteSelectMax = 64;
 constexpr int kRouteSelectWords = 2 * kRouteSelectMax + 32;
 // Whether the router keeps E experts' keys in registers (route_warp.cuh's register version).

@@ -38,8 +38,9 @@ __device__ __forceinline__ void route_token_cta(const float* row, const float* b
   uint32_t key[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) key[i] = keys[lane + 32 * i];
-  route_pick_regs(key, nan_token, row, k, renormalize, scaling, ids + static_cast<size_t>(t) * k,
-                  weights + static_cast<size_t>(t) * k, select_scratch);
+  route_pick_regs<true>(key, nan_token, row, k, renormalize, scaling,
+                        ids + static_cast<size_t>(t) * k, weights + static_cast<size_t>(t) * k,
+                        select_scratch, keys);
 }
 
 }  // namespace mxmoe::smxx

@@ -93,6 +93,20 @@ __device__ __forceinline__ void route_tree_max(const uint32_t (&key)[N], uint32_
   index = ix[0];
 }
 
+// The largest of the 32 keys (no index: the select needs only the value), by a pairwise tree.
+__device__ __forceinline__ uint32_t route_max_key(const uint32_t (&key)[32]) {
+  const auto larger = [](uint32_t a, uint32_t b) { return a > b ? a : b; };  // unsigned
+  uint32_t v[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) v[i] = larger(key[2 * i], key[2 * i + 1]);
+#pragma unroll
+  for (int w = 8; w >= 1; w /= 2) {
+#pragma unroll
+    for (int i = 0; i < w; ++i) v[i] = larger(v[2 * i], v[2 * i + 1]);
+  }
+  return v[0];
+}
+
 // 1 / x rounded to nearest (IEEE), branch-free, for x in [1, kRouteRcpMax]: rcp.approx and the
 // two FMA correction steps of the compiler's own division fast path, which that range always
 // takes (no denormal, infinite or NaN operand or result), minus the range check and the call of
@@ -136,64 +150,85 @@ __device__ __forceinline__ bool route_before(uint32_t key, int id, uint32_t key2
   return key > key2 || (key == key2 && id < id2);
 }
 
-// The top k (k <= 32) of the lane-held keys (expert lane + 32 i has key[i]; lb / li: this lane's
-// best and its i), without k serial argmax rounds: tau, the k-th best of the 32 lanes' bests,
-// bounds the k-th best overall from below (k lanes' bests are >= tau), so every pick is among the
-// keys >= tau, which are few for real logits (~k..2k). Those candidates go to the warp's scratch
-// (kRouteSelectWords words, 8-byte aligned) and each one's rank among them is its slot. Same
-// order as the rounds (key desc, id asc), so the same picks bit for bit. Returns false (scratch
-// untouched, nothing picked) when more than kRouteSelectMax keys are >= tau (or, a guard that
-// k <= E rules out, fewer than k lanes hold an expert); the caller then runs the rounds.
-// Cost: ~32 shuffles to rank the lanes' bests, one pass over the keys, and a broadcast pass over
-// the candidates, against k rounds of two dependent reductions plus a re-scan. Warp-uniform;
-// *my_id: slot `lane`'s expert.
-__device__ __forceinline__ bool route_select_warp(const uint32_t (&key)[32], uint32_t lb, int li,
-                                                  int k, uint32_t* scratch, int32_t* my_id) {
+// (key, id) as one word whose unsigned order is the routing order (key desc, id asc): the key
+// high, ~id low. Ids are distinct, so two words never tie.
+__device__ __forceinline__ uint64_t route_rank_word(uint32_t key, int id) {
+  return (static_cast<uint64_t>(key) << 32) | static_cast<uint32_t>(~id);
+}
+
+// The top k (k <= 32) of the lane-held keys (expert lane + 32 i has key[i]; lb: this lane's best
+// key), without k serial argmax rounds: tau, the k-th largest of the 32 lanes' best keys (equal
+// keys counted apart), bounds the k-th best key overall from below (k lanes' bests are >= tau),
+// so every pick is among the keys >= tau, which are few for real logits (~k..2k). Those
+// candidates go to the warp's scratch (kRouteSelectWords words, 8-byte aligned) as rank words,
+// and each one's rank among them is its slot: the rounds' order (key desc, id asc), so the same
+// picks bit for bit. Returns false (scratch untouched, nothing picked) when more than
+// kRouteSelectMax keys are >= tau (or, a guard that k <= E rules out, fewer than k lanes hold an
+// expert); the caller then runs the rounds.
+// Cost: one warp runs it alone, so its instruction count is its latency (bench_route_phases).
+// tau compares keys only (32 shuffles, a min-reduction), the candidates are one predicate mask,
+// and the rank words compare in one 64-bit test each, over a list zero-padded to a multiple of 8
+// (zero ranks below every candidate: their keys are >= tau >= 1). The second 32 candidates are
+// ranked only when there are more than 32. kSharedKeys: shared_keys holds the same keys in
+// shared memory, expert e's at shared_keys[e], as the wide CTA has them, and the candidates are
+// gathered by a loop over the lane's few, not 32 predicated steps over registers (a compile-time
+// choice: a run-time null test kept both gathers in the kernel and tangled the mask's code with
+// the unused one's); otherwise shared_keys is unused. Warp-uniform; *my_id: slot `lane`'s expert.
+template <bool kSharedKeys>
+__device__ __forceinline__ bool route_select_warp(const uint32_t (&key)[32], uint32_t lb, int k,
+                                                  uint32_t* scratch, int32_t* my_id,
+                                                  const uint32_t* shared_keys) {
   const int lane = threadIdx.x % 32;
-  const int head = li * 32 + lane;
-  int rank = 0;  // of this lane's best among the 32 lanes' bests (distinct ids: a permutation)
+  // A lane's best is >= the k-th largest iff fewer than k lanes' bests are above it, so the
+  // least such best is tau.
+  uint32_t above = 0;  // bit s: lane s's best is above this lane's
 #pragma unroll
-  for (int s = 0; s < 32; ++s) {
-    const uint32_t ks = __shfl_sync(~0u, lb, s);
-    const int is = __shfl_sync(~0u, head, s);
-    rank += route_before(ks, is, lb, head) ? 1 : 0;
-  }
-  const int src = __ffs(__ballot_sync(~0u, rank == k - 1)) - 1;
-  const uint32_t tau_key = __shfl_sync(~0u, lb, src);
-  const int tau_id = __shfl_sync(~0u, head, src);
-  if (tau_key == 0u) return false;  // absent (key 0): fewer than k lanes hold an expert
-  int count = 0;
+  for (int s = 0; s < 32; ++s) above |= (__shfl_sync(~0u, lb, s) > lb ? 1u : 0u) << s;
+  const uint32_t tau = __reduce_min_sync(~0u, __popc(above) < k ? lb : ~0u);
+  if (tau == 0u) return false;  // absent (key 0): fewer than k lanes hold an expert
+  uint32_t mask = 0;            // bit i: key[i] is a candidate
 #pragma unroll
-  for (int i = 0; i < 32; ++i)
-    count += route_before(tau_key, tau_id, key[i], lane + 32 * i) ? 0 : 1;
-  const int total = __reduce_add_sync(~0u, count);
+  for (int i = 0; i < 32; ++i) mask |= (key[i] >= tau ? 1u : 0u) << i;
+  int total;  // candidates in the warp; at: this lane's first one's place in the list
+  const int at = warp_exclusive_sum_bits<6>(static_cast<unsigned>(__popc(mask)), lane, &total);
   if (total > kRouteSelectMax) return false;
-  int at = warp_inclusive_sum(count, lane) - count;  // this lane's first candidate slot
-  uint2* cand = reinterpret_cast<uint2*>(scratch);
+  uint64_t* cand = reinterpret_cast<uint64_t*>(scratch);
   int32_t* slot = reinterpret_cast<int32_t*>(scratch + 2 * kRouteSelectMax);
-#pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    if (!route_before(tau_key, tau_id, key[i], lane + 32 * i)) {
-      cand[at] = make_uint2(key[i], static_cast<uint32_t>(lane + 32 * i));
-      ++at;
+  uint64_t* next = cand + at;
+  if constexpr (kSharedKeys) {  // one pass per candidate of the lane (~1 for real logits)
+    for (uint32_t m = mask; m != 0; m &= m - 1) {
+      const int e = lane + 32 * (__ffs(m) - 1);
+      *next++ = route_rank_word(shared_keys[e], e);
     }
+  } else {  // key[i] by a run-time i would put the keys in local memory: 32 predicated stores
+#pragma unroll
+    for (int i = 0; i < 32; ++i)
+      if (mask & (1u << i)) *next++ = route_rank_word(key[i], lane + 32 * i);
   }
+  constexpr int kStep = 8;  // rank words per pass of the ranking loops
+  static_assert(kRouteSelectMax % kStep == 0, "the padding stays inside the scratch");
+  const int padded = (total + kStep - 1) / kStep * kStep;
+  if (total + lane < padded) cand[total + lane] = 0u;
   __syncwarp();
-  // Candidates lane and lane + 32: ranks among all candidates (broadcast reads of each one).
-  const uint2 c0 = lane < total ? cand[lane] : make_uint2(0u, 0u);
-  const uint2 c1 = lane + 32 < total ? cand[lane + 32] : make_uint2(0u, 0u);
-  int r0 = 0, r1 = 0;
-  // Unrolled so several broadcast loads are in flight: one at a time, each candidate waited out
-  // a shared-memory round trip (select 1.47 us of the routine's 3.7 at E = 896, k = 16, ~30
-  // candidates: bench_route_phases, bench/NOTES.md G round 13).
-#pragma unroll 8
-  for (int j = 0; j < total; ++j) {
-    const uint2 c = cand[j];
-    r0 += route_before(c.x, static_cast<int>(c.y), c0.x, static_cast<int>(c0.y)) ? 1 : 0;
-    r1 += route_before(c.x, static_cast<int>(c.y), c1.x, static_cast<int>(c1.y)) ? 1 : 0;
+  // Each candidate's rank: how many candidates come before it (broadcast reads of each one).
+  const auto rank_of = [&](uint64_t c) {
+    int r = 0;
+    for (int j = 0; j < padded; j += kStep) {
+      uint32_t before = 0;  // bit u: candidate j + u ranks before c (bits, not a serial sum)
+#pragma unroll
+      for (int u = 0; u < kStep; ++u) before |= (cand[j + u] > c ? 1u : 0u) << u;
+      r += __popc(before);
+    }
+    return r;
+  };
+  const uint64_t c0 = lane < total ? cand[lane] : 0u;
+  const int r0 = rank_of(c0);
+  if (lane < total && r0 < k) slot[r0] = ~static_cast<int32_t>(static_cast<uint32_t>(c0));
+  if (total > 32) {
+    const uint64_t c1 = lane + 32 < total ? cand[lane + 32] : 0u;
+    const int r1 = rank_of(c1);
+    if (lane + 32 < total && r1 < k) slot[r1] = ~static_cast<int32_t>(static_cast<uint32_t>(c1));
   }
-  if (lane < total && r0 < k) slot[r0] = static_cast<int32_t>(c0.y);
-  if (lane + 32 < total && r1 < k) slot[r1] = static_cast<int32_t>(c1.y);
   __syncwarp();
   *my_id = lane < k ? slot[lane] : -1;
   __syncwarp();  // the scratch may be reused by this warp's next token
@@ -201,12 +236,16 @@ __device__ __forceinline__ bool route_select_warp(const uint32_t (&key)[32], uin
 }
 
 // The sum of slots 0..min(k, 32) - 1's sigmoids (lane j holds slot j's my_s), in slot order.
+// By groups of 8 slots, stopping after the group holding slot k - 1 (k is warp-uniform): k = 16
+// runs 16 shuffles and adds, not 32.
 __device__ __forceinline__ float route_slot_sum(float my_s, int k) {
   float sum = 0.0f;
+  for (int j0 = 0; j0 < 32 && j0 < k; j0 += 8) {
 #pragma unroll
-  for (int j = 0; j < 32; ++j) {
-    const float s = __shfl_sync(~0u, my_s, j);
-    if (j < k) sum += s;
+    for (int u = 0; u < 8; ++u) {
+      const float s = __shfl_sync(~0u, my_s, j0 + u);
+      if (j0 + u < k) sum += s;
+    }
   }
   return sum;
 }
@@ -260,29 +299,35 @@ __device__ __forceinline__ bool route_lane_keys(const float* row, const float* b
 // picks come from route_select_warp, the rounds being its fallback.
 // route_pick_regs is everything after the keys: key[i] holds expert lane + 32 i's key (0 where
 // absent), nan_token whether any of the token's keys is NaN (warp-uniform). Its callers: the
-// one-warp routine below, and route.cu's wide kernel, whose keys come from the CTA's warps.
+// one-warp routine below, and route.cu's wide kernel, whose keys come from the CTA's warps
+// (kSharedKeys, shared_keys: the same keys in shared memory; see route_select_warp).
+template <bool kSharedKeys>
 __device__ __forceinline__ void route_pick_regs(uint32_t (&key)[32], bool nan_token,
                                                 const float* row, int k, bool renormalize,
                                                 float scaling, int32_t* ids, float* weights,
-                                                uint32_t* select_scratch) {
+                                                uint32_t* select_scratch,
+                                                const uint32_t* shared_keys) {
   const int lane = threadIdx.x % 32;
-  uint32_t lb;
-  int li;
-  route_tree_max(key, lb, li);
   int32_t my_id = -1;  // lane j < k keeps slot j's expert
   const bool selected = select_scratch != nullptr && k <= 32 &&
-                        route_select_warp(key, lb, li, k, select_scratch, &my_id);
-  for (int j = 0; j < (selected ? 0 : k); ++j) {
-    const uint32_t m = __reduce_max_sync(~0u, lb);
-    const int best_id = __reduce_min_sync(~0u, lb == m ? li * 32 + lane : INT_MAX);
-    if (lane == (best_id & 31)) {  // retire the winner, find this lane's next best
-      const int win_i = best_id >> 5;
+                        route_select_warp<kSharedKeys>(key, route_max_key(key), k, select_scratch,
+                                                       &my_id, shared_keys);
+  if (!selected) {  // the rounds need each lane's best's index too
+    uint32_t lb;
+    int li;
+    route_tree_max(key, lb, li);
+    for (int j = 0; j < k; ++j) {
+      const uint32_t m = __reduce_max_sync(~0u, lb);
+      const int best_id = __reduce_min_sync(~0u, lb == m ? li * 32 + lane : INT_MAX);
+      if (lane == (best_id & 31)) {  // retire the winner, find this lane's next best
+        const int win_i = best_id >> 5;
 #pragma unroll
-      for (int i = 0; i < 32; ++i) key[i] = i == win_i ? 0u : key[i];
-      route_tree_max(key, lb, li);
+        for (int i = 0; i < 32; ++i) key[i] = i == win_i ? 0u : key[i];
+        route_tree_max(key, lb, li);
+      }
+      if (lane == j % 32 && j < 32) my_id = best_id;
+      if (j >= 32 && lane == 0) ids[j] = best_id;  // slots 32..63: stored by lane 0
     }
-    if (lane == j % 32 && j < 32) my_id = best_id;
-    if (j >= 32 && lane == 0) ids[j] = best_id;  // slots 32..63: stored by lane 0
   }
   // Slot sigmoids, summed in slot order (as route_kimi: s_0 + s_1 + ... in fp32).
   const float my_s = lane < k ? situ_sigmoid(row[my_id]) : 0.0f;
@@ -305,7 +350,8 @@ __device__ __forceinline__ void route_token_warp_regs(const float* row, const fl
                                                       uint32_t* select_scratch) {
   uint32_t key[32];
   const bool nan_token = __any_sync(~0u, route_lane_keys(row, bias, E, key));
-  route_pick_regs(key, nan_token, row, k, renormalize, scaling, ids, weights, select_scratch);
+  route_pick_regs<false>(key, nan_token, row, k, renormalize, scaling, ids, weights, select_scratch,
+                         nullptr);
 }
 
 // Routes token row `row` (E logits) into ids[0..k) / weights[0..k). `keys` is this warp's
