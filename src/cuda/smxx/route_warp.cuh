@@ -165,15 +165,18 @@ __device__ __forceinline__ uint64_t route_rank_word(uint32_t key, int id) {
 // picks bit for bit. Returns false (scratch untouched, nothing picked) when more than
 // kRouteSelectMax keys are >= tau (or, a guard that k <= E rules out, fewer than k lanes hold an
 // expert); the caller then runs the rounds.
-// Cost: one warp runs it alone, so its instruction count is its latency (bench_route_phases).
-// tau compares keys only (32 shuffles, a min-reduction), the candidates are one predicate mask,
-// and the rank words compare in one 64-bit test each, over a list zero-padded to a multiple of 8
-// (zero ranks below every candidate: their keys are >= tau >= 1). The second 32 candidates are
-// ranked only when there are more than 32. kSharedKeys: shared_keys holds the same keys in
-// shared memory, expert e's at shared_keys[e], as the wide CTA has them, and the candidates are
-// gathered by a loop over the lane's few, not 32 predicated steps over registers (a compile-time
-// choice: a run-time null test kept both gathers in the kernel and tangled the mask's code with
-// the unused one's); otherwise shared_keys is unused. Warp-uniform; *my_id: slot `lane`'s expert.
+// Cost: one warp runs it alone, so its instructions and its dependent round trips are its
+// latency: ~300 instructions on the wide CTA's path (was ~1,100), 0.75 us (0.96 with the tree) on
+// an H100 (bench/NOTES.md, fifty-seventh session), now bound by the ~10 shared-memory and reduction
+// round trips in a row rather than by issue. tau compares keys only (32 shuffles, a min-reduction),
+// the candidates are one predicate mask, and the rank words compare in one 64-bit test each, over a
+// list zero-padded to a multiple of 8 (zero ranks below every candidate: their keys are >= tau >=
+// 1). The second 32 candidates are ranked only when there are more than 32. kSharedKeys:
+// shared_keys holds the same keys in shared memory, expert e's at shared_keys[e], as the wide CTA
+// has them, and the candidates are gathered by a loop over the lane's few, not 32 predicated steps
+// over registers (a compile-time choice: a run-time null test kept both gathers in the kernel and
+// tangled the mask's code with the unused one's); otherwise shared_keys is unused. Warp-uniform;
+// *my_id: slot `lane`'s expert.
 template <bool kSharedKeys>
 __device__ __forceinline__ bool route_select_warp(const uint32_t (&key)[32], uint32_t lb, int k,
                                                   uint32_t* scratch, int32_t* my_id,
