@@ -205,23 +205,38 @@ TEST(RouteWarpSim, NanTokensAgreeAcrossTheFourWays) {
   check_case(c, 14);
 }
 
+// route_select_warp (the register gather) alone on one simulated warp, each lane's 32 keys from
+// keys_of(lane, key); *picks (if given): each lane's my_id. Returns whether it picked (false:
+// the caller would run the rounds).
+template <class KeysOf>
+bool run_select(int k, KeysOf keys_of, std::vector<int32_t>* picks) {
+  std::vector<uint32_t> scratch(smxx::kRouteSelectWords + 2);
+  uint32_t* aligned = scratch.data() + (reinterpret_cast<uintptr_t>(scratch.data()) % 8 ? 1 : 0);
+  if (picks) picks->assign(32, -7);
+  bool picked = false;
+  block_sim::run_warp([&] {
+    const int lane = threadIdx.x % 32;
+    uint32_t key[32] = {};
+    keys_of(lane, key);
+    int32_t my_id = -1;
+    const bool ok =
+        smxx::route_select_warp<false>(key, smxx::route_max_key(key), k, aligned, &my_id, nullptr);
+    if (picks) (*picks)[lane] = my_id;
+    if (lane == 0) picked = ok;
+  });
+  return picked;
+}
+
 // The select itself: it must pick (not fall back) on real-looking logits, where its speed
 // matters, and fall back on the clustered ones, where its candidate list would overflow.
 bool select_picks(const Case& c, unsigned seed) {
   const Inputs in = make_inputs(c, seed);
-  std::vector<uint32_t> scratch(smxx::kRouteSelectWords + 2);
-  uint32_t* aligned = scratch.data() + (reinterpret_cast<uintptr_t>(scratch.data()) % 8 ? 1 : 0);
-  bool picked = false;
-  block_sim::run_warp([&] {
-    const int lane = threadIdx.x % 32;
-    uint32_t key[32];
-    smxx::route_lane_keys(in.logits.data(), in.bias.data(), c.E, key);
-    int32_t my_id = -1;
-    const bool ok = smxx::route_select_warp<false>(key, smxx::route_max_key(key), c.k, aligned,
-                                                   &my_id, nullptr);
-    if (lane == 0) picked = ok;
-  });
-  return picked;
+  return run_select(
+      c.k,
+      [&](int, uint32_t(&key)[32]) {
+        smxx::route_lane_keys(in.logits.data(), in.bias.data(), c.E, key);
+      },
+      nullptr);
 }
 
 TEST(RouteWarpSim, SelectPicksRealLogitsAndDefersClusteredOnes) {
@@ -244,22 +259,14 @@ TEST(RouteWarpSim, SelectPicksThroughTiedPairs) {
 // The candidate list in scan order (lane, then i) puts lane 31's second key last: with 33
 // candidates it is the 33rd, ranked by the second pass only, and it is the best key, slot 0.
 TEST(RouteWarpSim, SelectRanksTheThirtyThirdCandidate) {
-  constexpr int kK = 32;
-  std::vector<uint32_t> scratch(smxx::kRouteSelectWords + 2);
-  uint32_t* aligned = scratch.data() + (reinterpret_cast<uintptr_t>(scratch.data()) % 8 ? 1 : 0);
-  std::vector<int32_t> picks(32, -7);
-  bool picked = false;
-  block_sim::run_warp([&] {
-    const int lane = threadIdx.x % 32;
-    uint32_t key[32] = {};
-    key[0] = 1000u + static_cast<uint32_t>(lane);  // the 32 lane bests; tau is the least, 1000
-    if (lane == 31) key[1] = 5000u;                // expert 63: the best of all
-    int32_t my_id = -1;
-    const bool ok =
-        smxx::route_select_warp<false>(key, smxx::route_max_key(key), kK, aligned, &my_id, nullptr);
-    picks[lane] = my_id;
-    if (lane == 0) picked = ok;
-  });
+  std::vector<int32_t> picks;
+  const bool picked = run_select(
+      32,
+      [](int lane, uint32_t(&key)[32]) {
+        key[0] = 1000u + static_cast<uint32_t>(lane);  // the 32 lane bests; tau is the least
+        if (lane == 31) key[1] = 5000u;                // expert 63: the best of all
+      },
+      &picks);
   ASSERT_TRUE(picked);
   std::vector<int32_t> want{63};
   for (int e = 31; e >= 1; --e) want.push_back(e);
