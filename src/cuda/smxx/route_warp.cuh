@@ -175,8 +175,10 @@ __device__ __forceinline__ uint64_t route_rank_word(uint32_t key, int id) {
 // shared_keys holds the same keys in shared memory, expert e's at shared_keys[e], as the wide CTA
 // has them, and the candidates are gathered by a loop over the lane's few, not 32 predicated steps
 // over registers (a compile-time choice: a run-time null test kept both gathers in the kernel and
-// tangled the mask's code with the unused one's); otherwise shared_keys is unused. Warp-uniform;
-// *my_id: slot `lane`'s expert.
+// tangled the mask's code with the unused one's); otherwise shared_keys is unused. The slots go
+// through the scratch (a store, a barrier, a load): handing them out by six ballots and a
+// shuffle instead measured 44 ns slower (a longer dependent chain; fifty-eighth session).
+// Warp-uniform; *my_id: slot `lane`'s expert.
 template <bool kSharedKeys>
 __device__ __forceinline__ bool route_select_warp(const uint32_t (&key)[32], uint32_t lb, int k,
                                                   uint32_t* scratch, int32_t* my_id,
