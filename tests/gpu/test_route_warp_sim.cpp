@@ -71,6 +71,12 @@ Inputs make_inputs(const Case& c, unsigned seed) {
 enum class Way { kSelect, kRounds, kShared, kWide };
 constexpr int kWays = 4;
 
+// The select's scratch must be 8-byte aligned (rank words): the first such word of a vector
+// sized with spare words past what it must hold (+2).
+uint32_t* aligned8(std::vector<uint32_t>& scratch) {
+  return scratch.data() + (reinterpret_cast<uintptr_t>(scratch.data()) % 8 ? 1 : 0);
+}
+
 // Every token of the case through one simulated warp (the wide way: one simulated CTA of
 // kRouteWideWarps warps), one way.
 void route_sim(const Case& c, const Inputs& in, Way way, std::vector<int32_t>* ids,
@@ -78,7 +84,7 @@ void route_sim(const Case& c, const Inputs& in, Way way, std::vector<int32_t>* i
   ids->assign(static_cast<size_t>(c.T) * c.k, -7);
   weights->assign(static_cast<size_t>(c.T) * c.k, -7.0f);
   std::vector<uint32_t> scratch(std::max(c.E, smxx::kRouteSelectWords) + 2);
-  uint32_t* aligned = scratch.data() + (reinterpret_cast<uintptr_t>(scratch.data()) % 8 ? 1 : 0);
+  uint32_t* aligned = aligned8(scratch);
   const float* bias = c.bias ? in.bias.data() : nullptr;
   if (way == Way::kWide) {
     std::vector<uint32_t> keys(smxx::kRouteRegMax, 0xdeadbeefu);  // every word is written
@@ -212,7 +218,7 @@ TEST(RouteWarpSim, NanTokensAgreeAcrossTheFourWays) {
 template <class KeysOf>
 bool run_select(int k, KeysOf keys_of, std::vector<int32_t>* picks) {
   std::vector<uint32_t> scratch(smxx::kRouteSelectWords + 2);
-  uint32_t* aligned = scratch.data() + (reinterpret_cast<uintptr_t>(scratch.data()) % 8 ? 1 : 0);
+  uint32_t* aligned = aligned8(scratch);
   if (picks) picks->assign(32, -7);
   bool picked = false;
   block_sim::run_warp([&] {
