@@ -148,15 +148,7 @@ __global__ void __launch_bounds__(WGS* kWarpgroup, min_blocks(BN, WGS))
   for (int i = 0; i < NA; ++i) tmp[i] = 0.0f;
 
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-    int lo = 0, hi = p.num_experts - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      if (sPrefix[mid] <= tile)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    const int e = lo;
+    const int e = tile_owner(sPrefix, p.num_experts, tile);
     int begin, rows;
     expert_rows(p, e, &begin, &rows);
     const int n_tok_tiles = (rows + BN - 1) / BN;

@@ -229,15 +229,7 @@ __global__ void __launch_bounds__(kWarpgroup) grouped_gemm_kernel(const KernelAr
 
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
     // ---- tile -> (expert, weight tile, token tile) ----
-    int lo = 0, hi = p.num_experts - 1;  // the last expert whose prefix <= tile has tiles
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      if (sPrefix[mid] <= tile)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    const int e = lo;
+    const int e = tile_owner(sPrefix, p.num_experts, tile);
     int begin, rows;
     expert_rows(p, e, &begin, &rows);
     const int n_tok_tiles = (rows + BN - 1) / BN;

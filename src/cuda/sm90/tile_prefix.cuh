@@ -59,6 +59,21 @@ __device__ __forceinline__ void build_tile_prefix(const Params& p, int m_tiles, 
   __syncthreads();
 }
 
+// The expert that owns flat tile `tile` (0 <= tile < sPrefix[E]): the last e whose prefix is <=
+// tile. Experts with no tiles share their successor's prefix, so the last one is the one with
+// tiles. A binary search over the shared prefix: log2(E) dependent shared loads.
+__device__ __forceinline__ int tile_owner(const int* sPrefix, int num_experts, int tile) {
+  int lo = 0, hi = num_experts - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (sPrefix[mid] <= tile)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 // The same sPrefix and sSpan as build_tile_prefix, found from the routing instead of the
 // offsets: ids [pairs] are the top-k ids that p.offsets were (or will be) grouped from, by the
 // glue's stable grouping, in which local expert e = smxx::local_expert(id, expert_start, E) owns
